@@ -1,0 +1,1 @@
+"""Pure analysis over traces and engine windows."""

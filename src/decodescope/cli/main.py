@@ -1,0 +1,91 @@
+"""The `decodescope` command: a thin shell over the library.
+
+Each subcommand lives in its own module and exposes `command` (a click command or group).
+Errors from the library (DecodescopeError) become one line on stderr and the documented exit
+code; a traceback only with --debug.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from decodescope import __version__
+from decodescope.errors import DecodescopeError
+from decodescope.exitcodes import ExitCode
+
+# Module name under decodescope.cli -> exposes `command`.
+SUBCOMMANDS = [
+    "calibers",
+    "probe",
+    "runs",
+    "sim",
+    "logs",
+    "engine",
+    "demo",
+    "triage",
+    "baseline",
+    "check",
+    "sweep",
+    "report",
+    "doctor",
+    "fingerprint",
+]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="decodescope")
+@click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """Is decode throughput really down, or was it measured at another caliber?
+
+    Probes OpenAI-compatible servers (vLLM, SGLang, llama.cpp) under declared, hashed
+    calibers, reads the engine's own numbers, splits decode rate into step rate x MAL, stores
+    every run and gives a verdict with evidence.
+    """
+    ctx.obj = {"debug": debug}
+
+
+def _register() -> None:
+    for name in SUBCOMMANDS:
+        try:
+            mod = importlib.import_module(f"decodescope.cli.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"decodescope.cli.{name}":
+                continue  # command not built yet
+            raise
+        cli.add_command(mod.command)
+
+
+_register()
+
+
+def main(argv: list[str] | None = None) -> int:
+    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    try:
+        rv = cli.main(args=argv, prog_name="decodescope", standalone_mode=False)
+    except DecodescopeError as exc:
+        if debug:
+            raise
+        click.echo(f"error: {exc.one_line()}", err=True)
+        return int(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("interrupted", err=True)
+        return int(ExitCode.INTERRUPTED)
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        return int(ExitCode.INTERRUPTED)
+    except click.ClickException as exc:
+        exc.show()
+        return int(ExitCode.USAGE)
+    except click.exceptions.Exit as exc:
+        return int(exc.exit_code)
+    # Commands that report a verdict return its exit code (an int); others return None.
+    return int(rv) if isinstance(rv, int) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""One exception tree. Every user-facing failure says cause, where, and remedy.
+
+    DecodescopeError                 (exit code carried by the class)
+    ├── UsageError                   bad input from the user: options, files, selectors  -> 2
+    │   ├── CaliberError             unknown caliber, malformed caliber file             -> 2
+    │   └── StoreError               unknown run, bad store path, schema too new         -> 2
+    ├── EndpointError                cannot talk to the server                           -> 4
+    │   ├── UnreachableError         connection refused / DNS / timeout                  -> 4
+    │   ├── AuthError                401 / 403                                           -> 4
+    │   └── ModelNotServedError      404 on model / model not in /v1/models              -> 4
+    ├── ProtocolError                server answered but broke the protocol              -> 5
+    │   ├── NotSSEError              non-SSE or HTML response to a streaming request
+    │   ├── MalformedSSEError        SSE data that is not JSON / not a chunk
+    │   ├── ServerError              5xx / 429 response
+    │   └── StreamClosedError        connection closed mid-stream (no [DONE], no finish)
+    ├── CaliberMissedError           realized run did not meet its caliber               -> 6
+    └── EngineError                  embedded engine install/start/stop failed           -> 7
+
+The CLI catches DecodescopeError and prints `error: {cause} ({where}). {remedy}` on one line;
+tracebacks only with --debug.
+"""
+
+from __future__ import annotations
+
+from decodescope.exitcodes import ExitCode
+
+
+class DecodescopeError(Exception):
+    exit_code: ExitCode = ExitCode.USAGE
+
+    def __init__(self, cause: str, *, where: str | None = None, remedy: str | None = None):
+        super().__init__(cause)
+        self.cause = cause
+        self.where = where
+        self.remedy = remedy
+
+    def one_line(self) -> str:
+        text = self.cause
+        if self.where:
+            text += f" ({self.where})"
+        text = text.rstrip(".") + "."
+        if self.remedy:
+            text += f" {self.remedy.rstrip('.')}."
+        return text
+
+
+class UsageError(DecodescopeError):
+    exit_code = ExitCode.USAGE
+
+
+class CaliberError(UsageError):
+    pass
+
+
+class StoreError(UsageError):
+    pass
+
+
+class EndpointError(DecodescopeError):
+    exit_code = ExitCode.UNREACHABLE
+
+
+class UnreachableError(EndpointError):
+    pass
+
+
+class AuthError(EndpointError):
+    pass
+
+
+class ModelNotServedError(EndpointError):
+    pass
+
+
+class ProtocolError(DecodescopeError):
+    exit_code = ExitCode.PROTOCOL
+
+
+class NotSSEError(ProtocolError):
+    pass
+
+
+class MalformedSSEError(ProtocolError):
+    pass
+
+
+class ServerError(ProtocolError):
+    pass
+
+
+class StreamClosedError(ProtocolError):
+    pass
+
+
+class CaliberMissedError(DecodescopeError):
+    exit_code = ExitCode.CALIBER_MISSED
+
+
+class EngineError(DecodescopeError):
+    exit_code = ExitCode.ENGINE

@@ -1,0 +1,1 @@
+"""Engine-side numbers: logs, Prometheus, engine detection."""
