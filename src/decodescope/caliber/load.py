@@ -1,0 +1,191 @@
+"""Load and validate caliber TOML files; resolve names (`NAME`, `NAME@VERSION`, a path)."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import fields
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from decodescope.caliber.spec import (
+    CONTENT_CLASSES,
+    Caliber,
+    OutputSpec,
+    PromptSpec,
+    SamplingSpec,
+)
+from decodescope.errors import CaliberError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+SECTIONS = {"prompt": PromptSpec, "output": OutputSpec, "sampling": SamplingSpec}
+TOP_TYPES: dict[str, type | tuple[type, ...]] = {
+    "name": str, "version": int, "description": str, "task_class": str, "thinking": bool,
+    "endpoint": str, "concurrency": int, "include_usage": bool, "continuous_usage_stats": bool,
+}
+SECTION_TYPES: dict[str, dict[str, type | tuple[type, ...]]] = {
+    "prompt": {"content_class": str, "task": str, "material": str, "material_seed": int,
+               "blocks": int, "target_tokens": int, "system": str, "text": str},
+    "output": {"max_tokens": int, "min_tokens": int, "ignore_eos": bool,
+               "steady_state_start": int},
+    "sampling": {"temperature": (int, float), "top_p": (int, float), "top_k": int, "seed": int,
+                 "presence_penalty": (int, float), "frequency_penalty": (int, float),
+                 "repetition_penalty": (int, float), "extra": dict},
+}
+REMEDY = "See `decodescope calibers show demo-code-rewrite` for a valid example"
+
+
+def parse_caliber(data: dict[str, Any], where: str) -> Caliber:
+    """Validate a parsed TOML document and build a Caliber. Errors name the key and file."""
+    kw: dict[str, Any] = {}
+    for key, value in data.items():
+        if key in SECTIONS:
+            if not isinstance(value, dict):
+                raise CaliberError(f"[{key}] must be a table", where=where, remedy=REMEDY)
+            kw[key] = SECTIONS[key](**_check_keys(value, SECTION_TYPES[key], f"{key}.", where))
+        elif key in TOP_TYPES:
+            _check_type(key, value, TOP_TYPES[key], where)
+            kw[key] = value
+        else:
+            raise CaliberError(f"unknown caliber key '{key}'", where=where,
+                               remedy=f"Known keys: {', '.join(sorted([*TOP_TYPES, *SECTIONS]))}")
+    for required in ("name", "version"):
+        if required not in kw:
+            raise CaliberError(f"caliber has no '{required}'", where=where, remedy=REMEDY)
+    cal = Caliber(**kw)
+    _check_values(cal, where)
+    return cal
+
+
+def _check_keys(section: dict[str, Any], types: dict[str, Any], prefix: str,
+                where: str) -> dict[str, Any]:
+    for key, value in section.items():
+        if key not in types:
+            raise CaliberError(f"unknown caliber key '{prefix}{key}'", where=where,
+                               remedy=f"Known keys in [{prefix[:-1]}]: {', '.join(sorted(types))}")
+        _check_type(prefix + key, value, types[key], where)
+    return dict(section)
+
+
+def _check_type(key: str, value: Any, typ: Any, where: str) -> None:
+    ok = isinstance(value, typ) and not (isinstance(value, bool) and typ in (int, (int, float)))
+    if not ok:
+        names = typ.__name__ if isinstance(typ, type) else " or ".join(t.__name__ for t in typ)
+        raise CaliberError(f"'{key}' must be {names}, got {value!r}", where=where, remedy=REMEDY)
+
+
+def _check_values(c: Caliber, where: str) -> None:
+    problems = []
+    if c.version < 1:
+        problems.append("version must be >= 1")
+    if c.endpoint not in ("chat", "completions"):
+        problems.append("endpoint must be 'chat' or 'completions'")
+    if c.concurrency < 1:
+        problems.append("concurrency must be >= 1")
+    if c.prompt.content_class not in CONTENT_CLASSES:
+        problems.append(f"prompt.content_class must be one of {', '.join(CONTENT_CLASSES)}")
+    if c.prompt.material not in (None, "code", "prose"):
+        problems.append("prompt.material must be 'code' or 'prose'")
+    if c.prompt.target_tokens is not None and c.prompt.material is None:
+        problems.append("prompt.target_tokens needs prompt.material")
+    if not (c.prompt.task or c.prompt.text or c.prompt.material):
+        problems.append("the prompt is empty: give prompt.task, prompt.text or prompt.material")
+    if c.output.max_tokens < 1:
+        problems.append("output.max_tokens must be >= 1")
+    if c.output.steady_state_start >= c.output.max_tokens:
+        problems.append("output.steady_state_start must be below output.max_tokens")
+    if c.output.min_tokens is not None and c.output.min_tokens > c.output.max_tokens:
+        problems.append("output.min_tokens must not exceed output.max_tokens")
+    if not 0 <= c.sampling.temperature <= 5:
+        problems.append("sampling.temperature must be within 0..5")
+    if not 0 < c.sampling.top_p <= 1:
+        problems.append("sampling.top_p must be within (0, 1]")
+    if c.thinking and c.endpoint != "chat":
+        problems.append("thinking needs endpoint = 'chat'")
+    if problems:
+        raise CaliberError("invalid caliber: " + "; ".join(problems), where=where, remedy=REMEDY)
+
+
+def load_file(path: Path) -> Caliber:
+    where = str(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise CaliberError("caliber file not found", where=where,
+                           remedy="Check the path, or list built-ins: decodescope calibers list") from None
+    except OSError as exc:
+        raise CaliberError(f"cannot read caliber file: {exc.strerror}", where=where) from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise CaliberError(f"malformed caliber file: {exc}", where=where,
+                           remedy="Fix the TOML syntax; `decodescope calibers new` writes a template") from None
+    return parse_caliber(data, where)
+
+
+def builtin_calibers() -> dict[str, Caliber]:
+    """All built-in calibers by `name@version` (every version shipped is kept)."""
+    out: dict[str, Caliber] = {}
+    for entry in sorted(resources.files("decodescope.caliber").joinpath("builtin").iterdir(),
+                        key=lambda e: e.name):
+        if entry.name.endswith(".toml"):
+            data = tomllib.loads(entry.read_text(encoding="utf-8"))
+            cal = parse_caliber(data, f"built-in {entry.name}")
+            out[cal.ref] = cal
+    return out
+
+
+def resolve(name: str) -> Caliber:
+    """`NAME` (newest built-in version), `NAME@VERSION`, or a path to a .toml file."""
+    if name.endswith(".toml") or "/" in name:
+        return load_file(Path(name))
+    cals = builtin_calibers()
+    if "@" in name:
+        if name in cals:
+            return cals[name]
+    else:
+        versions = [c for c in cals.values() if c.name == name]
+        if versions:
+            return max(versions, key=lambda c: c.version)
+    names = ", ".join(sorted({c.name for c in cals.values()}))
+    raise CaliberError(f"unknown caliber '{name}'", where="built-in calibers",
+                       remedy=f"Use one of: {names}; or pass a .toml file path")
+
+
+TEMPLATE = '''# A decodescope caliber: everything that decides what a throughput number means.
+name = "{name}"
+version = 1
+description = "What this caliber measures and why."
+task_class = "chat"          # code | chat | long-text | rewrite | prose
+thinking = false             # chat_template_kwargs.enable_thinking; reasoning tokens are checked
+endpoint = "chat"            # chat | completions
+concurrency = 1
+
+[prompt]
+content_class = "text"       # code | text | chat  (decides the MAL band the verdict expects)
+material = "prose"           # generated, deterministic material: code | prose (or omit)
+blocks = 4                   # number of material blocks; or target_tokens = 32768
+task = "Summarize the text above in your own words."
+
+[output]
+max_tokens = 512
+min_tokens = 512             # a run with fewer output tokens misses the caliber
+ignore_eos = true
+steady_state_start = 64      # decode rate is measured after this many output tokens
+
+[sampling]
+temperature = 1.0
+top_p = 0.95
+'''
+
+
+def template(name: str) -> str:
+    return TEMPLATE.format(name=name)
+
+
+def field_names() -> list[str]:
+    return [f.name for f in fields(Caliber)]

@@ -1,0 +1,191 @@
+"""The caliber: everything that decides what a throughput number means.
+
+A caliber is a declarative TOML file. Its identity is a hash of the normalized spec, which
+includes the exact prompt text (for a token-targeted prompt: the exact material text it is cut
+from, plus the target). Built-ins are named and versioned (`parity-code-32k@1`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any, Literal
+
+from decodescope.caliber import material as mat
+
+Endpoint = Literal["chat", "completions"]
+CONTENT_CLASSES = ("code", "text", "chat")
+TASK_CLASSES = ("code", "chat", "long-text", "rewrite", "prose")
+IDENTITY_LEN = 12  # hex chars of sha256 shown and stored as the caliber identity
+
+# Upper bound on material blocks a prompt may use; 64K-token prompts need ~400 code blocks.
+MAX_BLOCKS = 2000
+
+
+@dataclass(frozen=True)
+class PromptSpec:
+    content_class: str = "text"  # code | text | chat
+    task: str = ""  # the instruction, after the material
+    material: str | None = None  # None | "code" | "prose" (generated, see material.py)
+    material_seed: int = 0
+    blocks: int = 0  # fixed number of material blocks (when no target_tokens)
+    target_tokens: int | None = None  # reach at least this many prompt tokens (via /tokenize)
+    system: str | None = None
+    text: str | None = None  # literal prompt text placed before the task
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    max_tokens: int = 512
+    min_tokens: int | None = None  # realized output below this misses the caliber
+    ignore_eos: bool = False
+    steady_state_start: int = 0  # steady-state window starts after this many output tokens
+
+
+@dataclass(frozen=True)
+class SamplingSpec:
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int | None = None
+    seed: int | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    repetition_penalty: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # engine-specific, passed through
+
+
+@dataclass(frozen=True)
+class Caliber:
+    name: str
+    version: int
+    description: str = ""
+    task_class: str = "chat"
+    thinking: bool = False
+    endpoint: Endpoint = "chat"
+    concurrency: int = 1
+    include_usage: bool = True
+    continuous_usage_stats: bool = True
+    prompt: PromptSpec = field(default_factory=PromptSpec)
+    output: OutputSpec = field(default_factory=OutputSpec)
+    sampling: SamplingSpec = field(default_factory=SamplingSpec)
+
+    @property
+    def ref(self) -> str:
+        return f"{self.name}@{self.version}"
+
+    # -- prompt -----------------------------------------------------------------------------
+    def material_blocks(self, n: int | None = None) -> list[str]:
+        p = self.prompt
+        if p.material is None:
+            return []
+        count = n if n is not None else (p.blocks or max_blocks_for(p.target_tokens))
+        return mat.blocks(p.material, p.material_seed, count)
+
+    def prompt_text(self, n_blocks: int | None = None) -> str:
+        """The exact user prompt with the first n material blocks (default: the spec's)."""
+        parts = []
+        if self.prompt.text:
+            parts.append(self.prompt.text.rstrip("\n") + "\n\n")
+        parts.extend(self.material_blocks(n_blocks))
+        if self.prompt.task:
+            parts.append(self.prompt.task)
+        return "".join(parts)
+
+    # -- identity ---------------------------------------------------------------------------
+    def normalized(self) -> dict[str, Any]:
+        """Normalized content: the spec minus cosmetic fields, plus the exact prompt text hash."""
+        d = asdict(self)
+        d.pop("description")
+        d["prompt"]["material_text_sha256"] = sha256(self.prompt_text())
+        return d
+
+    @property
+    def identity(self) -> str:
+        canon = json.dumps(self.normalized(), sort_keys=True, separators=(",", ":"))
+        return sha256(canon)[:IDENTITY_LEN]
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["identity"] = self.identity
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Caliber:
+        d = {k: v for k, v in d.items() if k != "identity"}
+        sub = {"prompt": PromptSpec, "output": OutputSpec, "sampling": SamplingSpec}
+        kw: dict[str, Any] = {}
+        for k, v in d.items():
+            kw[k] = sub[k](**v) if k in sub else v
+        return cls(**kw)
+
+    def with_(self, **changes: Any) -> Caliber:
+        return replace(self, **changes)
+
+
+def max_blocks_for(target_tokens: int | None) -> int:
+    """Material blocks generated before trimming to a token target.
+
+    A material block is ~1,000 ASCII characters: >= 150 tokens unless a tokenizer packs more
+    than 6.5 characters per token. 1.3x headroom; the probe says so if material runs out.
+    """
+    if not target_tokens:
+        return 0
+    return min(MAX_BLOCKS, int(target_tokens / 150 * 1.3) + 8)
+
+
+def sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def element_table(c: Caliber) -> list[tuple[str, str]]:
+    """(element, value) rows: what `calibers show` prints and what triage diffs."""
+    p, o, s = c.prompt, c.output, c.sampling
+    rows = [
+        ("content class", p.content_class),
+        ("task class", c.task_class),
+        ("prompt", _prompt_desc(c)),
+        ("prompt text sha256", sha256(c.prompt_text())[:16]),
+        ("thinking", "on" if c.thinking else "off"),
+        ("output max_tokens", str(o.max_tokens)),
+        ("output min_tokens", str(o.min_tokens) if o.min_tokens is not None else "-"),
+        ("ignore_eos", str(o.ignore_eos).lower()),
+        ("steady-state window", f"after {o.steady_state_start} output tokens"),
+        ("temperature", str(s.temperature)),
+        ("top_p", str(s.top_p)),
+        ("top_k", _opt(s.top_k)),
+        ("seed", _opt(s.seed)),
+        ("presence_penalty", _opt(s.presence_penalty)),
+        ("frequency_penalty", _opt(s.frequency_penalty)),
+        ("repetition_penalty", _opt(s.repetition_penalty)),
+        ("sampling extra", json.dumps(s.extra, sort_keys=True) if s.extra else "-"),
+        ("concurrency", str(c.concurrency)),
+        ("endpoint", c.endpoint),
+        ("stream options", _stream_desc(c)),
+    ]
+    return rows
+
+
+def _opt(v: object) -> str:
+    return "-" if v is None else str(v)
+
+
+def _prompt_desc(c: Caliber) -> str:
+    p = c.prompt
+    if p.target_tokens:
+        return f"{p.material} material to >= {p.target_tokens} tokens + task"
+    if p.material:
+        return f"{p.blocks} {p.material} blocks + task"
+    return "literal text + task" if p.text else "task only"
+
+
+def _stream_desc(c: Caliber) -> str:
+    opts = []
+    if c.include_usage:
+        opts.append("include_usage")
+    if c.continuous_usage_stats:
+        opts.append("continuous_usage_stats")
+    return ", ".join(opts) or "-"
+
+
+FIELD_NAMES = {f.name for f in fields(Caliber)}

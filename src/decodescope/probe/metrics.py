@@ -1,0 +1,160 @@
+"""Client-side numbers of one request, derived from its trace (pure, recomputable).
+
+- TTFT: send -> first chunk carrying any token (reasoning or content).
+- TTFOT: send -> first chunk carrying output (non-reasoning) text.
+- ITL: a chunk carrying n tokens after a gap g gives n samples of g/n; the first chunk's extra
+  tokens give samples of 0. So len(itl) == output tokens - 1 and sum(itl) == t_last - t_first.
+- decode rate: tokens per second after the caliber's steady-state start, measured between
+  token-carrying chunks, so TTFT is never inside it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from decodescope.probe.trace import RequestTrace
+
+
+@dataclass(frozen=True)
+class RequestMetrics:
+    ttft_s: float | None
+    ttfot_s: float | None
+    e2e_s: float | None
+    output_tokens: int | None  # from usage
+    prompt_tokens: int | None
+    reasoning_tokens: int | None  # usage detail, else tokens of reasoning chunks
+    tokens_per_chunk_source: str  # "usage" (exact) | "one-per-chunk" | "estimated"
+    chunks_with_tokens: int
+    mean_tokens_per_chunk: float | None
+    decode_rate: float | None  # steady-state tokens/s
+    decode_rate_all: float | None  # from first token to last, tokens/s
+    steady_tokens: int | None  # tokens inside the steady-state window
+    steady_t_start_s: float | None  # perf_counter bounds of the steady-state window
+    steady_t_end_s: float | None
+    itl_count: int
+    itl_sum_s: float | None
+    itl_median_s: float | None
+    itl_p99_s: float | None
+    finish_reason: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def token_points(trace: RequestTrace) -> tuple[list[tuple[float, int, bool]], str]:
+    """(t_recv_s, tokens, is_reasoning) for every chunk that carried tokens, and the source
+    of the per-chunk counts."""
+    text_chunks = [c for c in trace.chunks if c.content or c.reasoning or (c.tokens or 0) > 0]
+    if trace.chunks and all(c.tokens is not None for c in trace.chunks):
+        pts = [(c.t_recv_s, c.tokens or 0, bool(c.reasoning) and not c.content)
+               for c in trace.chunks if (c.tokens or 0) > 0]
+        return pts, "usage"
+    pts = [(c.t_recv_s, 1, bool(c.reasoning) and not c.content)
+           for c in text_chunks if c.content or c.reasoning]
+    total = trace.completion_tokens
+    if total is None or total == len(pts):
+        return pts, "one-per-chunk"
+    # Chunks and usage disagree (several tokens per chunk without continuous usage, or the
+    # usage counts an EOS): keep chunk times, scale counts so the total matches usage.
+    if pts:
+        scale = total / len(pts)
+        acc, out = 0.0, []
+        for t, _, r in pts:
+            prev = round(acc)
+            acc += scale
+            out.append((t, round(acc) - prev, r))
+        return [p for p in out if p[1] > 0], "estimated"
+    return [], "estimated"
+
+
+def compute(trace: RequestTrace, steady_state_start: int = 0) -> RequestMetrics:
+    pts, source = token_points(trace)
+    ttft = pts[0][0] - trace.t_send_s if pts else None
+    out_pts = [p for p in pts if not p[2]]
+    ttfot = out_pts[0][0] - trace.t_send_s if out_pts else None
+    n_tokens = sum(p[1] for p in pts)
+    reasoning = trace.reasoning_tokens
+    if reasoning is None and pts:
+        reasoning = sum(p[1] for p in pts if p[2])
+
+    itl: list[float] = []
+    if pts:
+        itl.extend([0.0] * (pts[0][1] - 1))
+        for (t0, _, _), (t1, n, _) in zip(pts, pts[1:]):
+            itl.extend([(t1 - t0) / n] * n)
+    itl_sorted = sorted(itl)
+
+    decode_all = None
+    if len(pts) >= 2 and pts[-1][0] > pts[0][0]:
+        decode_all = (n_tokens - pts[0][1]) / (pts[-1][0] - pts[0][0])
+
+    decode, steady_tokens, t_a, t_b = _steady(pts, steady_state_start)
+    return RequestMetrics(
+        ttft_s=ttft,
+        ttfot_s=ttfot,
+        e2e_s=(trace.t_done_s - trace.t_send_s) if trace.t_done_s is not None else None,
+        output_tokens=trace.completion_tokens,
+        prompt_tokens=trace.prompt_tokens,
+        reasoning_tokens=reasoning,
+        tokens_per_chunk_source=source,
+        chunks_with_tokens=len(pts),
+        mean_tokens_per_chunk=(n_tokens / len(pts)) if pts else None,
+        decode_rate=decode,
+        decode_rate_all=decode_all,
+        steady_tokens=steady_tokens,
+        steady_t_start_s=t_a,
+        steady_t_end_s=t_b,
+        itl_count=len(itl),
+        itl_sum_s=sum(itl) if itl else None,
+        itl_median_s=_pct(itl_sorted, 50),
+        itl_p99_s=_pct(itl_sorted, 99),
+        finish_reason=trace.finish_reason,
+    )
+
+
+def _steady(pts: list[tuple[float, int, bool]], start: int
+            ) -> tuple[float | None, int | None, float | None, float | None]:
+    """Rate over chunks after `start` tokens: tokens of chunks after the anchor chunk divided by
+    the time from the anchor chunk (the chunk that crossed `start`) to the last chunk."""
+    cum = 0
+    anchor = None
+    for i, (_, n, _) in enumerate(pts):
+        cum += n
+        if cum >= max(start, 1):
+            anchor = i
+            break
+    if anchor is None or anchor >= len(pts) - 1:
+        return None, None, None, None
+    t_a, t_b = pts[anchor][0], pts[-1][0]
+    tokens = sum(p[1] for p in pts[anchor + 1:])
+    if t_b <= t_a:
+        return None, None, None, None
+    return tokens / (t_b - t_a), tokens, t_a, t_b
+
+
+def _pct(sorted_xs: list[float], q: float) -> float | None:
+    if not sorted_xs:
+        return None
+    from decodescope.analysis.summary import percentile
+
+    return percentile(sorted_xs, q)
+
+
+def decode_rate_by_position(trace: RequestTrace, bucket_tokens: int = 256
+                            ) -> list[tuple[int, float]]:
+    """(bucket start position, tokens/s) along the output: the length-decay curve."""
+    pts, _ = token_points(trace)
+    out: list[tuple[int, float]] = []
+    if len(pts) < 2:
+        return out
+    cum = pts[0][1]
+    b_start_t, b_start_pos, b_tokens = pts[0][0], cum, 0
+    for t, n, _ in pts[1:]:
+        cum += n
+        b_tokens += n
+        if cum - b_start_pos >= bucket_tokens:
+            if t > b_start_t:
+                out.append((b_start_pos, b_tokens / (t - b_start_t)))
+            b_start_t, b_start_pos, b_tokens = t, cum, 0
+    return out

@@ -1,0 +1,108 @@
+"""Realize a caliber's prompt: reach its token target through the server's tokenize endpoint
+(vLLM and llama.cpp have one), otherwise by estimate."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import httpx
+
+from decodescope.caliber.spec import Caliber, max_blocks_for, sha256
+from decodescope.errors import CaliberError
+
+# Used only when the server has no tokenize endpoint (SGLang): ASCII code/prose is ~3.5-4.5
+# characters per token for current BPE vocabularies; 3.6 errs towards longer prompts.
+CHARS_PER_TOKEN_ESTIMATE = 3.6
+
+Tokenizer = Callable[[str], "int | None"]
+
+
+@dataclass(frozen=True)
+class RealizedPrompt:
+    text: str
+    blocks: int
+    tokens: int | None  # by the tokenizer (or estimate) before the chat template
+    tokens_source: str  # "tokenize" | "estimate" | "fixed"
+    sha256: str
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("text")
+        return d
+
+
+def server_tokenizer(client: httpx.Client, base_url: str, model: str | None) -> Tokenizer:
+    """A tokenizer backed by POST /tokenize (vLLM: {"prompt"} -> count; llama.cpp:
+    {"content"} -> tokens). Returns None when the server has none."""
+    base = base_url.rstrip("/")
+
+    def count(text: str) -> int | None:
+        body: dict[str, Any] = {"prompt": text, "content": text, "add_special_tokens": False}
+        if model:
+            body["model"] = model
+        try:
+            r = client.post(base + "/tokenize", json=body)
+        except httpx.HTTPError:
+            return None
+        if r.status_code != 200:
+            return None
+        try:
+            doc = r.json()
+        except ValueError:
+            return None
+        if isinstance(doc.get("count"), int):
+            return int(doc["count"])
+        if isinstance(doc.get("tokens"), list):
+            return len(doc["tokens"])
+        return None
+
+    return count
+
+
+def realize(c: Caliber, tokenizer: Tokenizer | None) -> RealizedPrompt:
+    target = c.prompt.target_tokens
+    if not target:
+        text = c.prompt_text()
+        return RealizedPrompt(text, c.prompt.blocks, None, "fixed", sha256(text))
+    hi = max_blocks_for(target)
+    probe_count = tokenizer(c.prompt_text(1)) if tokenizer else None
+    if probe_count is None:
+        # No tokenize endpoint: smallest block count whose estimate reaches the target.
+        for n in range(1, hi + 1):
+            text = c.prompt_text(n)
+            est = int(len(text) / CHARS_PER_TOKEN_ESTIMATE)
+            if est >= target:
+                return RealizedPrompt(text, n, est, "estimate", sha256(text))
+        raise _exhausted(c, hi)
+    assert tokenizer is not None
+    counts: dict[int, int] = {}
+
+    def tokens(n: int) -> int:
+        if n not in counts:
+            v = tokenizer(c.prompt_text(n))
+            if v is None:
+                raise CaliberError("the server's tokenize endpoint stopped answering",
+                                   where="POST /tokenize", remedy="Check the server log; rerun")
+            counts[n] = v
+        return counts[n]
+
+    if tokens(hi) < target:
+        raise _exhausted(c, hi)
+    lo = 1  # binary search for the smallest n with tokens(n) >= target
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if tokens(mid) >= target:
+            hi = mid
+        else:
+            lo = mid + 1
+    text = c.prompt_text(lo)
+    return RealizedPrompt(text, lo, tokens(lo), "tokenize", sha256(text))
+
+
+def _exhausted(c: Caliber, blocks: int) -> CaliberError:
+    return CaliberError(
+        f"{blocks} material blocks do not reach {c.prompt.target_tokens} tokens",
+        where=c.ref, remedy="This tokenizer packs text unusually tight; use a caliber file with "
+        "a lower target_tokens or report it")

@@ -1,0 +1,186 @@
+"""Run a probe: trials x concurrency streaming requests under one caliber, each trial committed
+to the store as soon as it completes; Ctrl-C keeps completed trials and marks the run
+interrupted."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from decodescope.analysis.run_result import analyze_run
+from decodescope.caliber.check import check_request
+from decodescope.caliber.spec import Caliber
+from decodescope.errors import ModelNotServedError, UnreachableError
+from decodescope.findings import Finding
+from decodescope.probe import client as cl
+from decodescope.probe.metrics import compute
+from decodescope.probe.observe import Observer
+from decodescope.probe.prompt import RealizedPrompt, realize, server_tokenizer
+from decodescope.probe.request import build_body, endpoint_path
+from decodescope.probe.trace import Chunk, RequestTrace
+from decodescope.store import runs as store_runs
+from decodescope.store.db import Store
+from decodescope.telemetry.detect import EngineInfo, detect_engine
+
+
+@dataclass
+class ProbeSettings:
+    url: str
+    caliber: Caliber
+    trials: int = 3
+    labels: dict[str, str] = field(default_factory=dict)
+    model: str | None = None
+    api_key: str | None = None
+    proxy: str | None = None
+
+
+@dataclass
+class ProbeOutcome:
+    run_id: int
+    status: str
+    engine: EngineInfo
+    model: str | None
+    prompt: RealizedPrompt
+    result: dict[str, Any]
+    findings: list[Finding]
+
+
+ProgressFn = Callable[[int, int, int], None]  # (trial index, tokens so far, tokens expected)
+Hook = Callable[..., Any]
+
+
+def prepare(settings: ProbeSettings) -> tuple[EngineInfo, str | None, RealizedPrompt]:
+    """Detect the engine, check the model is served, realize the prompt. Raises before any run
+    is created when the server cannot be used."""
+    headers = cl.auth_headers(settings.api_key)
+    with httpx.Client(trust_env=False, proxy=settings.proxy, timeout=30.0, headers=headers) as c:
+        try:
+            c.get(settings.url.rstrip("/") + "/v1/models")
+        except httpx.HTTPError as exc:
+            raise UnreachableError(f"cannot reach the server: {exc or type(exc).__name__}",
+                                   where=settings.url,
+                                   remedy="Is it running? Check host:port; `decodescope doctor URL` explains proxies") from None
+        info = detect_engine(settings.url, client=c)
+        model = settings.model
+        if model is None and info.models:
+            model = info.models[0]
+        elif model is not None and info.models and model not in info.models:
+            raise ModelNotServedError(f"model {model!r} is not served",
+                                      where=settings.url,
+                                      remedy=f"Served: {', '.join(info.models)}; pass one with --model")
+        prompt = realize(settings.caliber, server_tokenizer(c, settings.url, model))
+    return info, model, prompt
+
+
+def run_probe(settings: ProbeSettings, store: Store, *, observers: list[Observer] = (),  # type: ignore[assignment]
+              progress: ProgressFn | None = None, fingerprint: dict[str, Any] | None = None,
+              prepared: tuple[EngineInfo, str | None, RealizedPrompt] | None = None) -> ProbeOutcome:
+    info, model, prompt = prepared or prepare(settings)
+    cal = settings.caliber
+    run_id = store_runs.create_run(
+        store, url=_safe_url(settings.url), model=model, engine=info.kind, caliber=cal.to_dict(),
+        caliber_ref=cal.ref, caliber_identity=cal.identity, labels=settings.labels,
+        simulated=info.simulated, fingerprint=fingerprint,
+        meta={"engine_info": info.to_dict(), "prompt": prompt.to_dict(), "trials": settings.trials,
+              "concurrency": cal.concurrency},
+    )
+    findings: list[Finding] = []
+    status = "running"
+    for ob in observers:
+        ob.start()
+    try:
+        asyncio.run(_trials(settings, store, run_id, model, prompt, observers, progress, findings))
+        status = "complete"
+    except KeyboardInterrupt:
+        status = "interrupted"
+        raise
+    except BaseException:
+        status = "failed"
+        raise
+    finally:
+        _finish(store, run_id, status, observers, findings)
+    run = store_runs.get_run(store, run_id)
+    return ProbeOutcome(run_id, status, info, model, prompt, run.result or {}, findings)
+
+
+async def _trials(settings: ProbeSettings, store: Store, run_id: int, model: str | None,
+                  prompt: RealizedPrompt, observers: list[Observer], progress: ProgressFn | None,
+                  findings: list[Finding]) -> None:
+    cal = settings.caliber
+    body = build_body(cal, model, prompt.text)
+    path = endpoint_path(cal)
+    expected = cal.output.max_tokens * cal.concurrency
+    async with cl.make_client(settings.proxy, max_connections=max(8, cal.concurrency)) as client:
+        for idx in range(settings.trials):
+            started = time.time()
+            anchor = time.time() - time.perf_counter()
+            t0 = time.perf_counter()
+            for ob in observers:
+                ob.mark(f"trial_start:{idx}", t0)
+            counter = [0]
+
+            def on_chunk(ch: Chunk, idx: int = idx, counter: list[int] = counter) -> None:
+                counter[0] += ch.tokens if ch.tokens is not None else int(bool(ch.content or ch.reasoning))
+                if progress:
+                    progress(idx, counter[0], expected)
+
+            traces: list[RequestTrace] = list(await asyncio.gather(*[
+                cl.stream_request(client, settings.url, path, body, api_key=settings.api_key,
+                                  on_chunk=on_chunk)
+                for _ in range(cal.concurrency)]))
+            for ob in observers:
+                ob.mark(f"trial_end:{idx}", time.perf_counter())
+            failed = next((t for t in traces if not t.ok), None)
+            per_req = [compute(t, cal.output.steady_state_start) for t in traces]
+            trial_findings: list[Finding] = []
+            for i, m in enumerate(per_req):
+                if traces[i].ok:
+                    trial_findings += check_request(cal, m, f"trial {idx + 1}, request {i + 1}")
+            findings.extend(trial_findings)
+            store_runs.add_trial(
+                store, run_id, idx, status="failed" if failed else "ok", started_at=started,
+                wall_anchor_s=anchor,
+                result={"requests": [m.to_dict() for m in per_req],
+                        "findings": [f.to_dict() for f in trial_findings]},
+                requests=traces)
+            if failed is not None:
+                cl.raise_for_trace(failed)
+
+
+def _finish(store: Store, run_id: int, status: str, observers: list[Observer],
+            findings: list[Finding]) -> None:
+    for ob in observers:
+        try:
+            res = ob.stop()
+        except Exception as exc:  # an observer must never lose the measured trials
+            findings.append(Finding("observer.failed", f"{ob.name} failed: {exc}",
+                                    "Rerun with --debug to see why", severity="warning"))
+            continue
+        if res.windows:
+            store_runs.add_windows(store, run_id, res.windows)
+        for name, data in res.series.items():
+            store_runs.add_series(store, run_id, name, data)
+        findings.extend(res.findings)
+        if res.fingerprint:
+            run = store_runs.get_run(store, run_id, with_traces=False)
+            fp = dict(run.fingerprint or {})
+            fp.update(res.fingerprint)
+            store_runs.update_run(store, run_id, fingerprint=fp)
+    run = store_runs.get_run(store, run_id)
+    result = analyze_run(run, extra_findings=findings)
+    store_runs.update_run(store, run_id, status=status, result=result,
+                          warnings=result.get("findings", []))
+
+
+def _safe_url(url: str) -> str:
+    try:
+        from decodescope.fingerprint.redact import redact_url
+    except ImportError:  # pragma: no cover - redact ships with the package
+        u = httpx.URL(url)
+        return str(u.copy_with(username=None, password=None))
+    return str(redact_url(url))
