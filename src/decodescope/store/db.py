@@ -116,6 +116,9 @@ class Store:
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA foreign_keys = ON")
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"not a decodescope store: {exc}", where=where,
+                             remedy="Point --store at a decodescope SQLite file or a new path") from None
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"cannot open the run store: {exc}", where=where,
                              remedy="Check the path and its permissions, or pass --store FILE") from None

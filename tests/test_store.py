@@ -1,0 +1,103 @@
+import subprocess
+import sys
+
+import pytest
+
+from decodescope.errors import StoreError
+from decodescope.probe.trace import Chunk, RequestTrace
+from decodescope.store import runs as sr
+from decodescope.store.db import MIGRATIONS, SCHEMA_VERSION, Store
+from decodescope.telemetry.window import EngineWindow
+
+
+def trace(n=3):
+    return RequestTrace(t_send_s=1.0, t_headers_s=1.1,
+                        chunks=tuple(Chunk(1.2 + i * 0.01, content="x", tokens=1) for i in range(n)),
+                        status_code=200, prompt_tokens=5, completion_tokens=n, reasoning_tokens=None,
+                        finish_reason="length", t_done_s=2.0)
+
+
+def new_run(st, **kw):
+    args = dict(url="http://127.0.0.1:1", model="m", engine="vllm", caliber={"name": "c"},
+                caliber_ref="c@1", caliber_identity="abc", labels={"tag": "after-pull"})
+    args.update(kw)
+    return sr.create_run(st, **args)
+
+
+def test_schema_version_and_named_migrations(tmp_path):
+    with Store.open(tmp_path / "s.sqlite") as st:
+        assert st.schema_version == SCHEMA_VERSION
+        assert st.migrations == [name for name, _ in MIGRATIONS]
+        assert st.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    with Store.open(tmp_path / "s.sqlite") as st:  # reopening migrates nothing twice
+        assert st.migrations == [name for name, _ in MIGRATIONS]
+
+
+def test_trial_roundtrip_keeps_raw_traces(tmp_path):
+    with Store.open(tmp_path / "s.sqlite") as st:
+        rid = new_run(st)
+        w = EngineWindow("prometheus", "vllm", 1.0, 2.0, generation_tokens=100, drafts=25,
+                         accepted_tokens=75, running=1)
+        sr.add_trial(st, rid, 0, status="ok", started_at=1.0, wall_anchor_s=5.0, result={"a": 1},
+                     requests=[trace(4)], windows=[w])
+        sr.update_run(st, rid, status="complete", result={"client": {}})
+        run = sr.get_run(st, rid)
+        assert run.status == "complete" and run.finished_at is not None
+        assert run.trials[0].requests[0] == trace(4)
+        assert run.windows[0] == w and run.windows[0].mal == 4.0
+        assert sr.resolve_run_id(st, "last") == rid
+        assert sr.resolve_run_id(st, "tag=after-pull") == rid
+        assert sr.resolve_run_id(st, f"#{rid}") == rid
+        with pytest.raises(StoreError):
+            sr.resolve_run_id(st, "tag=nope")
+        with pytest.raises(StoreError):
+            sr.get_run(st, 999)
+
+
+WRITER = """
+import sys
+from decodescope.store.db import Store
+from decodescope.store import runs as sr
+from decodescope.probe.trace import RequestTrace
+st = Store.open(sys.argv[1])
+for i in range(40):
+    rid = sr.create_run(st, url=None, model=None, engine=None, caliber=None, caliber_ref=None,
+                        caliber_identity=None, labels={"writer": sys.argv[2]})
+    sr.add_trial(st, rid, 0, status="ok", started_at=0.0, wall_anchor_s=0.0, result=None,
+                 requests=[RequestTrace(0.0, None, (), 200, 1, 1, None, "stop")])
+    sr.update_run(st, rid, status="complete")
+print("ok")
+"""
+
+
+def test_two_processes_writing_at_once_both_succeed(tmp_path):
+    db = str(tmp_path / "s.sqlite")
+    Store.open(db).close()
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, db, str(i)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for i in range(2)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    with Store.open(db) as st:
+        runs = sr.list_runs(st, limit=1000)
+        assert len(runs) == 80
+        assert {r.labels["writer"] for r in runs} == {"0", "1"}
+
+
+def test_store_path_errors(tmp_path):
+    with pytest.raises(StoreError) as e:
+        Store.open(tmp_path)
+    assert "directory" in e.value.one_line()
+    bad = tmp_path / "junk.sqlite"
+    bad.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(StoreError) as e:
+        Store.open(bad)
+    assert "not a decodescope store" in e.value.one_line()
+
+
+def test_newer_store_is_refused(tmp_path):
+    db = tmp_path / "s.sqlite"
+    with Store.open(db) as st:
+        st.conn.execute("INSERT INTO schema_migrations VALUES ('9999_future', 0)")
+    with pytest.raises(StoreError) as e:
+        Store.open(db)
+    assert "newer decodescope" in e.value.one_line()
