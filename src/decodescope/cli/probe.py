@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import click
 
@@ -103,15 +104,21 @@ class _progress:
     def __init__(self, enabled: bool, trials: int):
         self.enabled = enabled
         self.trials = trials
-        self._p = None
-        self._task = None
+        self._p: Any = None
+        self._task: Any = None
         self._trial = -1
 
-    def __enter__(self):  # type: ignore[no-untyped-def]
+    def __enter__(self) -> Any:
         if not self.enabled:
             return None
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
 
         self._p = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                            TextColumn("tok"), TimeElapsedColumn(),
@@ -126,7 +133,7 @@ class _progress:
                 self._p.remove_task(self._task)
             self._task = self._p.add_task(f"trial {trial + 1}/{self.trials}", total=expected)
             self._trial = trial
-        self._p.update(self._task, completed=min(tokens, expected))  # type: ignore[arg-type]
+        self._p.update(self._task, completed=min(tokens, expected))
 
     def __exit__(self, *exc: object) -> None:
         if self._p is not None:

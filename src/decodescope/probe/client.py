@@ -217,13 +217,20 @@ class _StreamState:
             completion_tokens=usage.get("completion_tokens"),
             reasoning_tokens=details.get("reasoning_tokens") if isinstance(details, dict) else None,
             finish_reason=self.finish_reason,
-            error=error.one_line() if hasattr(error, "one_line") else (str(error) if error else None),
+            error=_one_line(error),
             error_kind=type(error).__name__ if error else None,
             usage=self.usage,
             timings=self.timings,
             request_id=self.request_id,
             t_done_s=t_done,
         )
+
+
+def _one_line(error: Exception | None) -> str | None:
+    if error is None:
+        return None
+    one_line = getattr(error, "one_line", None)
+    return one_line() if callable(one_line) else str(error)
 
 
 ERROR_CLASSES: dict[str, type[Exception]] = {
@@ -238,4 +245,4 @@ def raise_for_trace(trace: RequestTrace) -> None:
     if trace.error is None:
         return
     cls = ERROR_CLASSES.get(trace.error_kind or "", ProtocolError)
-    raise cls(trace.error)  # type: ignore[call-arg]
+    raise cls(trace.error)

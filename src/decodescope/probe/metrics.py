@@ -81,7 +81,7 @@ def compute(trace: RequestTrace, steady_state_start: int = 0) -> RequestMetrics:
     itl: list[float] = []
     if pts:
         itl.extend([0.0] * (pts[0][1] - 1))
-        for (t0, _, _), (t1, n, _) in zip(pts, pts[1:]):
+        for (t0, _, _), (t1, n, _) in zip(pts, pts[1:], strict=False):
             itl.extend([(t1 - t0) / n] * n)
     itl_sorted = sorted(itl)
 
