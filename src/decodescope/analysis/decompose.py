@@ -3,19 +3,39 @@ beside the client's numbers (glossary: decode rate ≈ step rate × MAL).
 
 Engine windows come from Prometheus scrapes (source="prometheus"), the engine log
 (source="log") or per-request engine reports (source="request", llama.cpp `timings`).
+Windows are pooled by summing counts, never by averaging printed rates.
+
+Steps. Every decode step of a request emits its accepted draft tokens plus one, so over a
+window `steps = generated − accepted` exactly, whether or not the step had a draft. When
+every step drafts (MTP, EAGLE) steps = drafts and tokens per step = MAL = 1 + accepted /
+drafts. N-gram speculation has steps without a draft (no match): there MAL (which counts
+drafted steps only) is larger than tokens per step, and `draft_coverage` = drafts / steps
+says by how much. The exact identity used for the decomposition is
+decode rate = step rate × tokens per step.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
+from decodescope.probe.trace import RequestTrace
 from decodescope.telemetry.window import EngineWindow
+
+# A window counts for a span when at least this share of it lies inside the span: a window
+# that is mostly prefill or idle would dilute the engine's decode rate.
+MIN_OVERLAP_SHARE = 0.5
+DECIDING_SOURCES = ("prometheus", "log", "request")  # best first
+EXCLUDED_FLAGS = ("reset", "gap")  # windows whose counts are unknown or untrustworthy
+# Below this share of drafted steps, MAL and tokens per step differ enough to say so.
+FULL_COVERAGE = 0.9
+
+Span = Sequence[float]  # [t_start_s, t_end_s], epoch seconds
 
 
 def pool(windows: Iterable[EngineWindow]) -> dict[str, Any] | None:
-    """Pool windows by summing counts (never by averaging printed rates)."""
-    ws = list(windows)
+    """Pool windows by summing counts; rates derived from the sums."""
+    ws = [w for w in windows if not set(w.flags) & set(EXCLUDED_FLAGS)]
     if not ws:
         return None
     gen = _sum(w.generation_tokens for w in ws)
@@ -24,35 +44,187 @@ def pool(windows: Iterable[EngineWindow]) -> dict[str, Any] | None:
     dtok = _sum(w.draft_tokens for w in ws)
     durs = [w.duration_s for w in ws]
     dur = sum(d for d in durs if d is not None) if all(d is not None for d in durs) else None
-    running = [w.running for w in ws if w.running is not None]
-    mean_running = (sum(running) / len(running)) if running else None
+    running = _weighted([(w.running, w.duration_s) for w in ws])
+    busy = _sum_f(w.printed.get("decode_s") for w in ws)  # engine-timed decode seconds
+    busy = busy if busy else None
+    decode = gen / dur if (gen is not None and dur) else None
+    printed = [w.printed["generation_throughput"] for w in ws
+               if "generation_throughput" in w.printed]
+    whole_trial = all("trial" in w.flags for w in ws)
+    if busy is not None and gen is not None:
+        per_req = gen / busy  # summed per request by the engine: already per request
+    elif printed and running and (whole_trial or decode is None):
+        # SGLang: counters move at request finish, so a trial's tokens / time would hold
+        # its prefill; its decode-only throughput gauge is the better number.
+        per_req = sum(printed) / len(printed) / running
+    elif decode is not None and running:
+        per_req = decode / running
+    else:
+        per_req = None
     mal = (1 + acc / drafts) if (drafts and acc is not None) else None
     if mal is None:
         reported = [w.mal for w in ws if w.mal is not None]
         mal = sum(reported) / len(reported) if reported else None
-    decode = gen / dur if (gen is not None and dur) else None
-    per_req = decode / mean_running if (decode is not None and mean_running) else None
-    step = None
-    if drafts is not None and dur and mean_running:
-        step = drafts / dur / mean_running
-    elif per_req is not None and mal:
-        step = per_req / mal
+    steps = (gen - acc) if (gen is not None and acc is not None and gen > acc) else None
+    per_req_s = busy if busy is not None else (dur * running if (dur and running) else None)
+    step_rate = steps / per_req_s if (steps is not None and per_req_s) else None
+    draft_step_rate = drafts / per_req_s if (drafts is not None and per_req_s) else None
+    tokens_per_step = gen / steps if (gen is not None and steps) else None
+    if step_rate is None and per_req is not None and mal:
+        step_rate, tokens_per_step = per_req / mal, mal  # no counts: the identity gives it
+    batch = _sum_f(w.printed.get("batch_steps") for w in ws)
     return {
         "windows": len(ws),
         "sources": sorted({w.source for w in ws}),
         "duration_s": dur,
+        "decode_s": busy,
         "generation_tokens": gen,
+        "steps": steps,
         "drafts": drafts,
         "draft_tokens": dtok,
         "accepted_tokens": acc,
         "decode_rate": decode,
         "decode_rate_per_request": per_req,
         "mal": mal,
+        "tokens_per_step": tokens_per_step,
         "acceptance_rate": (acc / dtok) if (acc is not None and dtok) else None,
-        "step_rate": step,
-        "running_mean": mean_running,
-        "running_max": max(running) if running else None,
+        "per_position_acceptance": _per_pos(ws, drafts),
+        "step_rate": step_rate,
+        "draft_step_rate": draft_step_rate,
+        "draft_coverage": (drafts / steps) if (drafts is not None and steps) else None,
+        "batch_step_rate": (batch / dur) if (batch is not None and dur) else None,
+        "running_mean": running,
+        "running_max": max((w.running for w in ws if w.running is not None), default=None),
+        "contaminated_windows": sum(1 for w in ws if "contaminated" in w.flags),
     }
+
+
+def select(windows: Iterable[EngineWindow], spans: Sequence[Span]) -> list[EngineWindow]:
+    """Windows that belong to the spans: mostly inside one, or containing one (a whole-trial
+    window, or an interval longer than a short trial). No spans: every window."""
+    ws = list(windows)
+    if not spans:
+        return ws
+    picked = [w for w in ws if _belongs(w, spans)]
+    if picked:
+        return picked
+    return [w for w in ws if w.t_start_s is None or any(_overlap(w, s) > 0 for s in spans)]
+
+
+def _belongs(w: EngineWindow, spans: Sequence[Span]) -> bool:
+    if w.t_start_s is None or w.t_end_s is None:
+        return True
+    d = w.t_end_s - w.t_start_s
+    for s in spans:
+        ov = _overlap(w, s)
+        if ov <= 0:
+            continue
+        if d <= 0 or ov >= MIN_OVERLAP_SHARE * d or (w.t_start_s <= s[0] and w.t_end_s >= s[1]):
+            return True
+    return False
+
+
+def _overlap(w: EngineWindow, s: Span) -> float:
+    assert w.t_start_s is not None and w.t_end_s is not None
+    return min(w.t_end_s, s[1]) - max(w.t_start_s, s[0])
+
+
+def request_windows(traces: Sequence[RequestTrace], wall_anchor_s: float, engine: str | None
+                    ) -> list[EngineWindow]:
+    """source="request" windows from llama.cpp's final-chunk `timings` (one per request):
+    predicted_n tokens over predicted_ms, draft_n drafted, draft_n_accepted accepted
+    (the two draft fields are omitted by the engine when 0)."""
+    out = []
+    for tr in traces:
+        tm = tr.timings or {}
+        n, ms = tm.get("predicted_n"), tm.get("predicted_ms")
+        if not tr.ok or not isinstance(n, (int, float)) or not isinstance(ms, (int, float)) \
+                or ms <= 0:
+            continue
+        times = [c.t_recv_s for c in tr.chunks if c.content or c.reasoning or (c.tokens or 0) > 0]
+        t_end = (times[-1] if times else (tr.t_done_s or tr.t_send_s)) + wall_anchor_s
+        out.append(EngineWindow(
+            "request", engine or "unknown", t_end - ms / 1000.0, t_end,
+            generation_tokens=int(n), prompt_tokens=_opt_int(tm.get("prompt_n")),
+            draft_tokens=int(tm.get("draft_n") or 0),
+            accepted_tokens=int(tm.get("draft_n_accepted") or 0),
+            running=1.0, printed={"decode_s": ms / 1000.0},
+            engine_id=tr.request_id))
+    return out
+
+
+def deciding(pools: dict[str, dict[str, Any]]) -> tuple[str | None, dict[str, Any] | None]:
+    """The engine source that decides: the first with a per-request decode rate."""
+    for src in DECIDING_SOURCES:
+        p = pools.get(src)
+        if p and p.get("decode_rate_per_request") is not None:
+            return src, p
+    for src in DECIDING_SOURCES:
+        if pools.get(src):
+            return src, pools[src]
+    return None, None
+
+
+def decomposition(pools: dict[str, dict[str, Any]], client_rate: float | None
+                  ) -> dict[str, Any] | None:
+    src, eng = deciding(pools)
+    if eng is None:
+        return None
+    rate, step, tps = eng.get("decode_rate_per_request"), eng.get("step_rate"), \
+        eng.get("tokens_per_step")
+    product = step * tps if (step is not None and tps is not None) else None
+    out: dict[str, Any] = {
+        "source": src,
+        "client_decode_rate": client_rate,
+        "engine_decode_rate": rate,
+        "mal": eng.get("mal"),
+        "tokens_per_step": tps,
+        "step_rate": step,
+        "draft_step_rate": eng.get("draft_step_rate"),
+        "draft_coverage": eng.get("draft_coverage"),
+        "acceptance_rate": eng.get("acceptance_rate"),
+        "per_position_acceptance": eng.get("per_position_acceptance"),
+        "identity_rate": product,
+        "identity_gap_pct": _pct(rate, product),
+        "cross_check": {s: {k: p.get(k) for k in ("mal", "acceptance_rate",
+                                                  "decode_rate_per_request", "step_rate")}
+                        for s, p in pools.items() if p},
+    }
+    cov = eng.get("draft_coverage")
+    if cov is not None and cov < FULL_COVERAGE and eng.get("mal") is not None and tps:
+        out["note"] = (f"only {100 * cov:.0f}% of steps had a draft: MAL "
+                       f"{eng['mal']:.2f} counts drafted steps, {tps:.2f} tokens per step "
+                       "counts all of them")
+    return out
+
+
+def _per_pos(ws: list[EngineWindow], drafts: int | None) -> list[float] | None:
+    if not drafts or any(w.accepted_per_pos is None for w in ws):
+        return None
+    k = max(len(w.accepted_per_pos or ()) for w in ws)
+    tot = [0] * k
+    for w in ws:
+        for i, v in enumerate(w.accepted_per_pos or ()):
+            tot[i] += v
+    return [t / drafts for t in tot]
+
+
+def _weighted(pairs: list[tuple[float | None, float | None]]) -> float | None:
+    vals = [(v, d) for v, d in pairs if v is not None]
+    if not vals:
+        return None
+    if all(d for _, d in vals):
+        tot = sum(d for _, d in vals if d)
+        return sum(v * d for v, d in vals if d) / tot
+    return sum(v for v, _ in vals) / len(vals)
+
+
+def _pct(a: float | None, b: float | None) -> float | None:
+    return 100.0 * (a - b) / b if (a is not None and b) else None
+
+
+def _opt_int(x: Any) -> int | None:
+    return int(x) if isinstance(x, (int, float)) else None
 
 
 def _sum(xs: Iterable[int | None]) -> int | None:
@@ -60,3 +232,10 @@ def _sum(xs: Iterable[int | None]) -> int | None:
     if not vals or any(v is None for v in vals):
         return None
     return int(sum(v for v in vals if v is not None))
+
+
+def _sum_f(xs: Iterable[float | None]) -> float | None:
+    vals = list(xs)
+    if not vals or any(v is None for v in vals):
+        return None
+    return float(sum(v for v in vals if v is not None))

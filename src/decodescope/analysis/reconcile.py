@@ -1,0 +1,115 @@
+"""Reconciliation: why the client's decode rate and the engine's differ, cause by cause.
+
+The engine number decides (the seed's method): it counts tokens where they are made and
+times them with the engine's clock. The client number is what a user sees; each cause below
+estimates how far one known effect moves a client-side number away from the engine's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Client and engine within this are the same measurement (loopback jitter, edge chunks).
+AGREE_PCT = 5.0
+# A cause smaller than this is not worth a line.
+MIN_CAUSE_PCT = 1.0
+# More than this many tokens per chunk on average means multi-token (bursty) chunks.
+MULTI_TOKEN_CHUNKS = 1.05
+
+
+def reconcile(client: dict[str, Any], engine: dict[str, Any] | None, trials: list[dict[str, Any]],
+              contamination: dict[str, Any] | None, source: str | None) -> dict[str, Any] | None:
+    c = _med(client.get("decode_rate"))
+    e = engine.get("decode_rate_per_request") if engine else None
+    if c is None and e is None:
+        return None
+    gap = 100.0 * (c - e) / e if (c is not None and e) else None
+    causes = _causes(client, engine, trials, contamination)
+    out: dict[str, Any] = {"client": c, "engine": e, "gap_pct": gap, "source": source,
+                           "explained_by": causes, "deciding": "engine"}
+    out["text"] = _text(c, e, gap, causes, source)
+    return out
+
+
+def _causes(client: dict[str, Any], engine: dict[str, Any] | None, trials: list[dict[str, Any]],
+            contamination: dict[str, Any] | None) -> list[dict[str, Any]]:
+    ok = [t for t in trials if t.get("status") == "ok"]
+    causes: list[dict[str, Any]] = []
+    steady = _mean([t.get("decode_rate") for t in ok])
+    wall = _mean([t.get("wall_rate") for t in ok])
+    ttft = _med(client.get("ttft_s"))
+    if steady and wall is not None:
+        pct = 100.0 * (wall - steady) / steady
+        if abs(pct) >= MIN_CAUSE_PCT:
+            causes.append({"cause": "ttft", "pct": pct, "text": (
+                f"TTFT inside wall time: tokens / end-to-end time reads {wall:.1f} tok/s "
+                f"({pct:+.0f}%; TTFT {_s(ttft)}); decode rates start at the first token")})
+    every = _mean([t.get("decode_rate_all") for t in ok])
+    if steady and every is not None:
+        pct = 100.0 * (every - steady) / steady
+        if abs(pct) >= MIN_CAUSE_PCT:
+            causes.append({"cause": "steady_state", "pct": pct, "text": (
+                f"the caliber's steady-state window skips the first tokens; over every "
+                f"token the client reads {every:.1f} tok/s ({pct:+.0f}%), as an engine that "
+                "times whole requests does")})
+    tpc = _med(client.get("mean_tokens_per_chunk"))
+    out_tok = _med(client.get("output_tokens"))
+    if tpc is not None and tpc > MULTI_TOKEN_CHUNKS and out_tok:
+        pct = 100.0 * tpc / out_tok
+        causes.append({"cause": "chunking", "pct": pct, "text": (
+            f"{tpc:.2f} tokens per chunk: the client times chunk arrivals, so the window "
+            f"edges are uncertain by one chunk (±{pct:.1f}%) and bursts hide inter-token gaps")})
+    src = next((t.get("tokens_per_chunk_source") for t in ok), None)
+    if src == "estimated":
+        causes.append({"cause": "final_usage_chunk", "pct": None, "text": (
+            "the server reports usage only in its final chunk, so tokens per chunk are "
+            "estimated; ask for continuous usage (vLLM: stream_options.continuous_usage_stats)")})
+    eng_tokens = _per_request_tokens(engine, ok)
+    if eng_tokens is not None and out_tok:
+        pct = 100.0 * (out_tok - eng_tokens) / eng_tokens
+        if abs(pct) >= MIN_CAUSE_PCT:
+            causes.append({"cause": "token_count", "pct": pct, "text": (
+                f"the client's usage says {out_tok:.0f} output tokens per request, the engine "
+                f"counted {eng_tokens:.0f} ({pct:+.0f}%)")})
+    if contamination and contamination.get("flagged"):
+        causes.append({"cause": "foreign_load", "pct": None, "text": (
+            f"foreign load: the engine ran up to {contamination['max_running']:.1f} requests, "
+            f"the probe had {contamination['in_flight']} in flight; engine per-request numbers "
+            "describe that larger batch")})
+    return causes
+
+
+def _per_request_tokens(engine: dict[str, Any] | None, ok: list[dict[str, Any]]) -> float | None:
+    """Engine generated tokens per request when the engine windows are whole requests."""
+    if not engine or engine.get("generation_tokens") is None or not ok:
+        return None
+    if not set(engine.get("sources") or ()) <= {"request"} and not engine.get("decode_s"):
+        return None  # interval windows cut requests: no per-request count
+    n = sum(t.get("requests") or 0 for t in ok)
+    return engine["generation_tokens"] / n if n else None
+
+
+def _text(c: float | None, e: float | None, gap: float | None, causes: list[dict[str, Any]],
+          source: str | None) -> str:
+    if e is None:
+        return f"client {c:.1f} tok/s; no engine number (no /metrics, log or timings)"
+    if c is None:
+        return f"engine {e:.1f} tok/s ({source}); no client decode rate"
+    head = f"client {c:.1f} vs engine {e:.1f} tok/s ({gap:+.1f}%, {source})"
+    if gap is not None and abs(gap) <= AGREE_PCT:
+        return head + ": agree; the engine number decides"
+    named = ", ".join(x["cause"].replace("_", " ") for x in causes) or "no known cause"
+    return head + f": gap, likely {named}; the engine number decides"
+
+
+def _med(summary: dict[str, Any] | None) -> float | None:
+    return summary.get("median") if summary else None
+
+
+def _mean(xs: list[Any]) -> float | None:
+    v = [x for x in xs if x is not None]
+    return sum(v) / len(v) if v else None
+
+
+def _s(v: float | None) -> str:
+    return "—" if v is None else f"{v:.2f} s"

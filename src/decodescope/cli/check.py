@@ -1,0 +1,136 @@
+"""`decodescope check NAME URL`: probe a baseline's anchor caliber and compare with its band.
+
+For cron / CI: exit 0 inside the band, 1 below the floor or outside the band, 3 when the probe
+is not comparable (foreign load, other caliber, no decode rate).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import click
+
+from decodescope.caliber.load import resolve
+from decodescope.caliber.spec import Caliber
+from decodescope.cli.common import emit, json_option, store_option, warn
+from decodescope.cli.probe import parse_labels, read_api_key
+from decodescope.errors import CaliberError
+from decodescope.evidence import render_rows
+from decodescope.exitcodes import ExitCode
+from decodescope.findings import Finding
+from decodescope.probe.runner import ProbeSettings, prepare, run_probe
+from decodescope.store.db import Store
+from decodescope.verdict.anchor import CheckResult, check_against
+from decodescope.verdict.baseline import get_baseline
+from decodescope.verdict.side import Side, side_from_runs
+from decodescope.verdict.sides import load_run
+
+
+@dataclass
+class ProbeOptions:
+    """What `check` and `sweep` pass to every probe they run."""
+
+    trials: int
+    labels: dict[str, str] = field(default_factory=dict)
+    model: str | None = None
+    api_key: str | None = None
+    proxy: str | None = None
+    log_path: str | None = None
+    scrape: bool = True
+    fingerprint: bool = True
+
+
+def probe_side(store: Store, url: str, cal: Caliber, opts: ProbeOptions, *, quiet: bool
+               ) -> tuple[Side, bool]:
+    """Run one probe through run_probe (with the same observers as `probe`); return its Side
+    and whether the realized run missed its caliber."""
+    from decodescope.cli.probe_setup import build_observers, collect_fp
+
+    settings = ProbeSettings(url=url, caliber=cal, trials=opts.trials, labels=dict(opts.labels),
+                             model=opts.model, api_key=opts.api_key, proxy=opts.proxy)
+    prepared = prepare(settings)
+    info = prepared[0]
+    if not quiet:
+        sim = " [SIMULATED]" if info.simulated else ""
+        click.echo(f"probing {cal.ref} ({cal.identity}) on {info.kind} {info.version or ''}{sim}"
+                   f" · {opts.trials} trials", err=True)
+    observers = build_observers(settings, info, log_path=opts.log_path, scrape=opts.scrape,
+                                scrape_interval_s=1.0)
+    fp = collect_fp(settings, opts.log_path, ()) if opts.fingerprint else None
+    outcome = run_probe(settings, store, observers=observers, fingerprint=fp, prepared=prepared)
+    if not quiet:
+        for f in outcome.findings:
+            warn(f if isinstance(f, Finding) else Finding.from_dict(f))
+    run = load_run(store, outcome.run_id)
+    missed = (run.result or {}).get("caliber_status") == "missed"
+    return side_from_runs([run]), missed
+
+
+def probe_options(f: Any) -> Any:
+    """The probe options `check` and `sweep` share with `probe`."""
+    opts = [
+        click.option("--trials", default=3, show_default=True, type=click.IntRange(1, 1000), help="Repeats (the unit of statistics)."),
+        click.option("--label", "labels", multiple=True, help="key=value label stored with each run (repeatable)."),
+        click.option("--model", default=None, help="Model name (default: the first one the server lists)."),
+        click.option("--api-key-env", default=None, metavar="VAR", help="Name of the environment variable holding the API key."),
+        click.option("--proxy", default=None, help="Send requests through this proxy."),
+        click.option("--log", "log_path", type=click.Path(dir_okay=False), default=None, help="Engine log file to tail during the probes."),
+        click.option("--no-scrape", is_flag=True, help="Do not scrape /metrics."),
+        click.option("--no-fingerprint", is_flag=True, help="Do not collect the stack fingerprint."),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+def make_options(trials: int, labels: tuple[str, ...], model: str | None, api_key_env: str | None,
+                 proxy: str | None, log_path: str | None, no_scrape: bool,
+                 no_fingerprint: bool) -> ProbeOptions:
+    return ProbeOptions(trials=trials, labels=parse_labels(labels), model=model,
+                        api_key=read_api_key(api_key_env), proxy=proxy, log_path=log_path,
+                        scrape=not no_scrape, fingerprint=not no_fingerprint)
+
+
+@click.command("check")
+@click.argument("name")
+@click.argument("url")
+@probe_options
+@store_option
+@json_option
+def command(name: str, url: str, trials: int, labels: tuple[str, ...], model: str | None,
+            api_key_env: str | None, proxy: str | None, log_path: str | None, no_scrape: bool,
+            no_fingerprint: bool, store_path: str | None, as_json: bool) -> int:
+    """Probe URL at baseline NAME's anchor caliber; exit 1 below the floor or outside the band.
+
+    Exit codes: 0 inside the band, 1 below the floor / outside the band, 3 not comparable
+    (foreign load, other caliber, no decode rate), 6 the probe missed its caliber.
+    """
+    opts = make_options(trials, labels, model, api_key_env, proxy, log_path, no_scrape,
+                        no_fingerprint)
+    opts.labels.setdefault("check", name)
+    with Store.open(store_path) as store:
+        base = get_baseline(store, name)
+        assert base is not None
+        cal = resolve(base.caliber_ref)
+        if cal.identity != base.caliber_identity:
+            raise CaliberError(
+                f"caliber {base.caliber_ref} now has identity {cal.identity}, the baseline was "
+                f"taken at {base.caliber_identity}", where=f"baseline {name}",
+                remedy="Re-create the baseline with `decodescope baseline set`")
+        side, missed = probe_side(store, url, cal, opts, quiet=as_json)
+    result = check_against(base, side)
+    emit(result, as_json, render_check)
+    if missed and result.status == "OK":
+        return int(ExitCode.CALIBER_MISSED)
+    return result.exit_code
+
+
+def render_check(r: CheckResult) -> str:
+    runs = ", ".join(map(str, r.side.run_ids))
+    tag = f"exit {r.exit_code}"
+    lines = [f"{r.headline}   {tag}",
+             f"baseline {r.baseline.name}: {r.baseline.caliber_ref}, {r.baseline.band_text()}; "
+             f"run {runs}" + (" [SIMULATED]" if r.side.simulated else ""),
+             "", "Evidence", render_rows(list(r.evidence))]
+    return "\n".join(lines)

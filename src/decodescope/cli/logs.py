@@ -1,0 +1,175 @@
+"""`decodescope logs FILE`: an engine log alone, summed up in windows (docs/logs.md).
+
+Exit codes: 0 when the log was read (also when it holds no engine windows: the answer says
+so and the notes give the counts); 2 for bad input (missing file, bad --since); 130 on
+Ctrl-C outside --follow. In --follow mode Ctrl-C ends the tail and prints the summary (0).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from datetime import datetime
+from typing import Any
+
+import click
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from decodescope.cli.common import emit, json_option, to_jsonable, warn
+from decodescope.telemetry.logs import (
+    ENGINE_NAMES,
+    LogAccumulator,
+    LogSummary,
+    ParseCounts,
+    Selection,
+    analyze_log,
+    check_log_path,
+    iter_windows,
+    parse_time,
+    window_step_rate,
+)
+from decodescope.telemetry.logs.summary import MAX_WINDOWS_KEPT
+from decodescope.telemetry.window import EngineWindow
+
+
+@click.command("logs")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--since", metavar="T", help="From time T: HH:MM, 'MM-DD HH:MM[:SS]', ISO date-time.")
+@click.option("--until", metavar="T", help="Up to time T (same forms).")
+@click.option("--engine", type=click.Choice([*ENGINE_NAMES, "auto"]), default="auto",
+              show_default=True, help="Log format; auto detects it from the first stats line.")
+@click.option("--year", type=int, help="Year of the first line (vLLM prints none); "
+              "default: from the file's modification time.")
+@click.option("--follow", "-f", is_flag=True,
+              help="Keep reading as the file grows (survives rotation and truncation); "
+                   "print each window; Ctrl-C prints the summary.")
+@click.option("--max-windows", type=int, default=MAX_WINDOWS_KEPT, show_default=True,
+              help="Windows listed in --json (the most recent); 0 = all. The summary always "
+                   "covers every window.")
+@json_option
+def command(file: str, since: str | None, until: str | None, engine: str, year: int | None,
+            follow: bool, max_windows: int, as_json: bool) -> int:
+    """Read a vLLM / SGLang / llama.cpp server log: decode rate, MAL and step rate per window.
+
+    Answer first (median and peak decode tok/s, MAL, step rate), then a table of the windows
+    over time, then what was read. Ctrl-C in --follow mode prints the summary so far.
+    """
+    eng = None if engine == "auto" else engine
+    if follow:
+        return _follow(file, since, until, eng, year, max_windows, as_json)
+    check_log_path(file)
+    summary = analyze_log(file, since=since, until=until, engine=eng, year=year,
+                          max_windows=max_windows)
+    _emit(summary, as_json)
+    return 0
+
+
+def _emit(summary: LogSummary, as_json: bool) -> None:
+    if not as_json:
+        for note in summary.notes:
+            if note.severity != "info":
+                warn(note)
+    emit(summary, as_json, render)
+
+
+def _follow(file: str, since: str | None, until: str | None, engine: str | None,
+            year: int | None, max_windows: int, as_json: bool) -> int:
+    selection = Selection(since=parse_time(since) if since else None,
+                          until=parse_time(until) if until else None)
+    counts = ParseCounts()
+    readers: list[Any] = []
+    acc = LogAccumulator(max_windows)
+    try:
+        for w in selection.apply(iter_windows(file, engine=engine, year=year, counts=counts,
+                                              follow=True, reader_out=readers)):
+            acc.add(w)
+            if as_json:
+                click.echo(json.dumps(to_jsonable(w)))
+            else:
+                click.echo(window_line(w))
+    except KeyboardInterrupt:
+        pass
+    found = readers[0].engine.name if readers and readers[0].engine else None
+    _emit(acc.finish(file, found, counts, selection), as_json)
+    return 0
+
+
+def window_line(w: EngineWindow) -> str:
+    """One line per window for --follow."""
+    t = _hms(w.t_end_s) if w.t_end_s is not None else "--:--:--"
+    parts = [t, f"{w.engine_id or w.engine:<12}"]
+    dec, mal, step = w.decode_rate, w.mal, window_step_rate(w)
+    parts.append(f"decode {dec:7.1f} tok/s" if dec is not None else "decode      -      ")
+    parts.append(f"MAL {mal:4.2f}" if mal is not None else "MAL    -")
+    parts.append(f"step {step:5.1f}/s" if step is not None else "step     -  ")
+    if w.running is not None:
+        parts.append(f"running {w.running:g}")
+    if w.flags:
+        parts.append("[" + ", ".join(w.flags) + "]")
+    return "  ".join(parts)
+
+
+def render(s: LogSummary) -> str:
+    lines = [s.headline()]
+    if s.bins:
+        out = io.StringIO()
+        Console(file=out, width=120, color_system=None, highlight=False).print(_table(s))
+        lines += [ln.rstrip() for ln in out.getvalue().rstrip("\n").split("\n")]
+    lines.append(_counts_line(s))
+    lines += [f"note: {n.one_line()}" for n in s.notes if n.severity == "info"]
+    return "\n".join(lines)
+
+
+def _table(s: LogSummary) -> Table:
+    per_window = all(b.windows == 1 for b in s.bins)
+    t = Table(box=box.SIMPLE, pad_edge=False, show_edge=False)
+    t.add_column("time" if per_window else "from – to")
+    t.add_column("engine")
+    if not per_window:
+        t.add_column("windows", justify="right")
+    t.add_column("decode tok/s" if per_window else "decode mean", justify="right")
+    if not per_window:
+        t.add_column("peak", justify="right")
+    t.add_column("MAL", justify="right")
+    t.add_column("step/s", justify="right")
+    t.add_column("running", justify="right")
+    t.add_column("flags")
+    for b in s.bins:
+        when = _hms(b.t_end_s) if per_window else f"{_hm(b.t_start_s)} – {_hm(b.t_end_s)}"
+        row = [when, b.engine_id or "-"]
+        if not per_window:
+            row.append(str(b.windows))
+        row.append(_f(b.decode_mean, 1))
+        if not per_window:
+            row.append(_f(b.decode_peak, 1))
+        row += [_f(b.mal, 2), _f(b.step_rate_mean, 1), _f(b.running_mean, 1),
+                ", ".join(b.flags)]
+        t.add_row(*row)
+    return t
+
+
+def _counts_line(s: LogSummary) -> str:
+    ln = s.lines
+    engines = ", ".join(
+        f"{e.engine_id or '(no engine id)'}{f' (pid {e.pid})' if e.pid is not None else ''} "
+        f"{e.windows}" for e in s.engines) or "none"
+    gaps = (f"{s.idle_gap_count} ({s.idle_gap_total_s:.0f} s, longest "
+            f"{s.idle_gaps[0].seconds:.0f} s)" if s.idle_gaps else "none")
+    formats = ", ".join(f"{k} {v}" for k, v in ln["formats"].items())
+    return (f"lines: {ln['lines_total']:,} read, {ln['lines_parsed']:,} stats lines parsed, "
+            f"{ln['lines_unparsed']:,} not understood" + (f" ({formats})" if formats else "") + "\n"
+            f"engines: {engines} · idle windows: {s.windows_idle} · idle gaps: {gaps}")
+
+
+def _f(v: float | None, nd: int) -> str:
+    return "-" if v is None else f"{v:.{nd}f}"
+
+
+def _hms(t: float | None) -> str:
+    return "-" if t is None else datetime.fromtimestamp(t).strftime("%m-%d %H:%M:%S")
+
+
+def _hm(t: float | None) -> str:
+    return "-" if t is None else datetime.fromtimestamp(t).strftime("%m-%d %H:%M")

@@ -1,0 +1,89 @@
+"""`decodescope report RUN... [--baseline RUN] --format html|md|json -o FILE`."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import click
+
+from decodescope.cli.common import store_option
+from decodescope.errors import UsageError
+from decodescope.report import html, json_export, markdown_export
+from decodescope.report.model import build_report
+from decodescope.store import runs as sr
+from decodescope.store.db import Store
+
+RENDERERS = {"html": html.render, "md": markdown_export.render, "json": json_export.render}
+SUFFIXES = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md", ".json": "json"}
+
+
+def pick_format(fmt: str | None, output: str | None, as_json: bool) -> str:
+    if as_json and fmt not in (None, "json") and output is None:
+        raise UsageError(f"--json and --format {fmt} disagree", where="report",
+                         remedy="Without -o, --json means --format json; drop one of them")
+    if fmt:
+        return fmt
+    if as_json and output is None:
+        return "json"
+    if output:
+        return SUFFIXES.get(Path(output).suffix.lower(), "html")
+    return "html"
+
+
+@click.command("report")
+@click.argument("runs", nargs=-1, required=True)
+@click.option("--baseline", default=None, help="Compare every RUN with this run (id, `last`, key=value).")
+@click.option("--format", "fmt", type=click.Choice(sorted(RENDERERS)), default=None,
+              help="html (self-contained, plots), md (tables) or json. Default: from -o's suffix, else html.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+              help="File to write (default: stdout).")
+@click.option("--title", default=None, help="Report title (default: the runs' names).")
+@store_option
+@click.option("--json", "as_json", is_flag=True,
+              help="With -o: print what was written as JSON. Without -o: same as --format json.")
+def command(runs: tuple[str, ...], baseline: str | None, fmt: str | None, output: str | None,
+            title: str | None, store_path: str | None, as_json: bool) -> int:
+    """Write a report of stored RUNs: the verdict of a pair, evidence, numbers and plots.
+
+    Two RUNs (or RUN --baseline RUN) are compared: the first (or the baseline) is the
+    baseline. The HTML file is self-contained and works offline.
+    """
+    fmt = pick_format(fmt, output, as_json)
+    with Store.open(store_path) as st:
+        ids = [sr.resolve_run_id(st, s) for s in runs]
+        base = sr.get_run(st, sr.resolve_run_id(st, baseline)) if baseline else None
+        loaded = [sr.get_run(st, i) for i in dict.fromkeys(ids)]
+    report = build_report(loaded, baseline=base, generated_at=time.time(), title=title)
+    text = RENDERERS[fmt](report)
+    if output is None:
+        click.echo(text, nl=False)
+        return 0
+    _write(output, text)
+    summary = {"written": os.path.abspath(output), "format": fmt, "bytes": len(text.encode()),
+               "runs": [r.run_id for r in report.runs],
+               "verdicts": [{"baseline": c.baseline_id, "current": c.current_id,
+                             "verdict": c.verdict} for c in report.comparisons]}
+    if as_json:
+        click.echo(json.dumps(summary, indent=2))
+    else:
+        verdicts = "; ".join(f"run {c.baseline_id} → {c.current_id}: {c.verdict or 'no verdict'}"
+                             for c in report.comparisons)
+        click.echo(f"wrote {output} ({fmt}, {summary['bytes']} bytes)"
+                   + (f" · {verdicts}" if verdicts else ""))
+    return 0
+
+
+def _write(path: str, text: str) -> None:
+    """Write through a temporary file so a failed write never leaves half a report."""
+    target = Path(path)
+    tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, target)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise UsageError(f"cannot write the report: {exc.strerror or exc}", where=path,
+                         remedy="Check the directory exists and is writable") from None

@@ -1,0 +1,64 @@
+"""`decodescope triage CURRENT --baseline BASELINE`: like-for-like verdict with evidence."""
+
+from __future__ import annotations
+
+import click
+
+from decodescope.cli.common import emit, json_option, store_option
+from decodescope.errors import UsageError
+from decodescope.store.db import Store
+from decodescope.verdict import thresholds as th
+from decodescope.verdict.bands import DEFAULT_BANDS, load_bands
+from decodescope.verdict.sides import SELECTOR_HELP, is_log_selector, resolve_side
+from decodescope.verdict.triage import triage
+
+
+@click.command("triage")
+@click.argument("current")
+@click.option("--baseline", "baseline_sel", required=True, metavar="BASELINE",
+              help="What to compare against: " + SELECTOR_HELP + ".")
+@click.option("--format", "fmt", type=click.Choice(["text", "md"]), default="text",
+              show_default=True, help="Text for the terminal, or Markdown (the seed's tables).")
+@click.option("--min-effect", default=th.MIN_EFFECT * 100, show_default=True,
+              type=click.FloatRange(0, 100), metavar="PCT",
+              help="Smallest relative change (percent) that counts as a change.")
+@click.option("--bands", "bands_path", type=click.Path(dir_okay=False), default=None,
+              help="TOML file of MAL bands by content class (default: the seed's).")
+@click.option("--engine", default=None, type=click.Choice(["vllm", "sglang", "llamacpp"]),
+              help="Engine of a log-window side (default: detected from the log).")
+@click.option("--year", default=None, type=click.IntRange(1970, 9999),
+              help="Year of year-less log stamps (vLLM prints MM-DD; default: the file's mtime).")
+@store_option
+@json_option
+def command(current: str, baseline_sel: str, fmt: str, min_effect: float, bands_path: str | None,
+            engine: str | None, year: int | None, store_path: str | None, as_json: bool) -> int:
+    """Compare CURRENT with --baseline and give one verdict with evidence.
+
+    Each side is a stored run (42, last, key=value label), a baseline name, or an engine-log
+    window FILE@START..END (times: 2026-09-15T23:30..23:45, 23:30..23:45, 09-15 23:30..09-15 23:45).
+
+    Exit codes: 0 NO_CHANGE / IMPROVEMENT, 1 REGRESSION, 3 CALIBER_MISMATCH / CONTAMINATED /
+    INCONCLUSIVE, 2 bad input.
+    """
+    if as_json and fmt == "md":
+        raise UsageError("--json and --format md exclude each other", where="triage",
+                         remedy="Pick one output format")
+    bands = load_bands(bands_path) if bands_path else DEFAULT_BANDS
+    need_store = not (is_log_selector(current) and is_log_selector(baseline_sel))
+    store = Store.open(store_path) if need_store else None
+    try:
+        base = resolve_side(baseline_sel, store=store, engine=engine, year=year)
+        cur = resolve_side(current, store=store, engine=engine, year=year)
+    finally:
+        if store is not None:
+            store.close()
+    verdict = triage(base, cur, min_effect=min_effect / 100.0, bands=bands)
+    if fmt == "md":
+        from decodescope.report.markdown import render_verdict_md
+
+        click.echo(render_verdict_md(verdict), nl=False)
+    else:
+        from decodescope.verdict.render import render_text
+
+        emit(verdict, as_json, render_text)
+    return verdict.exit_code

@@ -1,0 +1,38 @@
+"""Engine log reader: vLLM, SGLang and llama.cpp server logs -> engine windows.
+
+    iter_windows(path, engine=None, year=None, follow=False, ...) -> Iterator[EngineWindow]
+    analyze_log(path, since=None, until=None, engine=None, year=None) -> LogSummary
+    split_selector("engine.log@23:30..23:45") -> ("engine.log", "23:30", "23:45")
+
+Formats, window rules and pitfalls: docs/logs.md.
+"""
+
+from decodescope.telemetry.logs.pipeline import ENGINE_NAMES, Selection, iter_windows
+from decodescope.telemetry.logs.records import ParseCounts
+from decodescope.telemetry.logs.selectors import TimeSpec, parse_time, split_selector
+from decodescope.telemetry.logs.summary import (
+    EngineSeen,
+    IdleGap,
+    LogAccumulator,
+    LogSummary,
+    analyze_log,
+    check_log_path,
+    window_step_rate,
+)
+
+__all__ = [
+    "ENGINE_NAMES",
+    "EngineSeen",
+    "IdleGap",
+    "LogAccumulator",
+    "LogSummary",
+    "ParseCounts",
+    "Selection",
+    "TimeSpec",
+    "analyze_log",
+    "check_log_path",
+    "iter_windows",
+    "parse_time",
+    "split_selector",
+    "window_step_rate",
+]

@@ -1,0 +1,145 @@
+"""Timestamps in engine log lines: year-less vLLM stamps, ISO stamps, llama.cpp elapsed time.
+
+vLLM prints `MM-DD hh:mm:ss` without a year. The year comes from the caller (`year=`, the
+year of the first year-less line) or from the file's mtime (the year of the *last* line), and
+a December -> January step moves to the next year. Times are naive local time, like the
+engine printed them (and like the user types `--since 23:30`), converted to epoch seconds.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+
+ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+# Last stamp in the text before the message wins (the engine's own, after docker/k8s stamps).
+STAMP_RE = re.compile(
+    r"(?:(\d{4})-)?(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?(Z|[+-]\d\d:?\d\d)?"
+)
+# llama.cpp `common/log.cpp` elapsed stamp: minutes.seconds.millis.micros, then a level letter.
+ELAPSED_RE = re.compile(r"^\s*(\d+)\.(\d\d)\.(\d\d\d)\.(\d\d\d) [IWEDT] ")
+
+
+def _last_stamp_colon(text: str) -> int:
+    """Index of the first ':' of the last `MM-DD hh:mm:ss` in text, or -1 (no regex scan:
+    a search over every position costs more than the rest of the line's parsing)."""
+    best = -1
+    i = text.find(":")
+    while i >= 0:
+        if i >= 8 and text[i + 3:i + 4] == ":" and text[i - 6] == "-" and text[i - 3] in " T" \
+                and text[i - 2:i].isdigit() and text[i - 8:i - 6].isdigit():
+            best = i
+            i = text.find(":", i + 4)
+        else:
+            i = text.find(":", i + 1)
+    return best
+
+
+def _has_year(text: str, i: int) -> bool:
+    return i >= 13 and text[i - 9] == "-" and text[i - 13:i - 9].isdigit()
+
+
+def strip_ansi(text: str) -> str:
+    return ANSI_RE.sub("", text) if "\x1b" in text else text
+
+
+def elapsed_s(text: str) -> float | None:
+    """Seconds since server start from a llama.cpp elapsed-time prefix, else None."""
+    m = ELAPSED_RE.match(text)
+    if m is None:
+        return None
+    mins, secs, ms, us = (int(g) for g in m.groups())
+    return mins * 60 + secs + ms / 1e3 + us / 1e6
+
+
+class Clock:
+    """Turns the stamps of one log file into epoch seconds, inferring missing years."""
+
+    def __init__(self, year: int | None = None, mtime_s: float | None = None) -> None:
+        self._year_arg = year
+        self._mtime = datetime.fromtimestamp(mtime_s) if mtime_s is not None else None
+        self._year: int | None = None  # year of the latest year-less line
+        self._month: int | None = None
+        self._hours: dict[tuple[int, int, int, int], float] = {}
+
+    def stamp(self, text: str) -> float | None:
+        """Epoch seconds of the last date-time stamp in `text`, or None."""
+        i = _last_stamp_colon(text)
+        if i < 0:
+            return None
+        m = STAMP_RE.match(text, i - 8 - (5 if _has_year(text, i) else 0))
+        if m is None:
+            return None
+        y, mo, d, h, mi, s, frac, tz = m.groups()
+        month = int(mo)
+        if y is not None:
+            year = int(y)
+            self._year, self._month = year, month
+        else:
+            year = self._year_for(month, int(d))
+        t = self.epoch(year, month, int(d), int(h), int(mi), int(s))
+        if t is None:
+            return None
+        if frac:
+            t += int(frac) / 10 ** len(frac)
+        if tz:
+            t += self._tz_correction(year, month, int(d), int(h), tz)
+        return t
+
+    def _year_for(self, month: int, day: int) -> int:
+        if self._year is None or self._month is None:
+            if self._year_arg is not None:
+                year = self._year_arg
+            elif self._mtime is not None:
+                # mtime is the time of the last line: a first line "later in the year" than
+                # the mtime must come from the year before.
+                later = (month, day) > (self._mtime.month, self._mtime.day)
+                year = self._mtime.year - 1 if later else self._mtime.year
+            else:
+                year = datetime.now().year
+            self._year, self._month = year, month
+            return year
+        if self._month == 12 and month == 1:  # rollover
+            self._year += 1
+            self._month = month
+        elif self._month == 1 and month == 12:  # a straggler from before the rollover
+            return self._year - 1
+        else:
+            self._month = month
+        return self._year
+
+    def epoch(self, y: int, mo: int, d: int, h: int, mi: int = 0, s: int = 0) -> float | None:
+        key = (y, mo, d, h)
+        base = self._hours.get(key)
+        if base is None:
+            try:
+                base = datetime(y, mo, d, h).timestamp()
+            except ValueError:  # 02-30, hour 24 ...
+                return None
+            if len(self._hours) > 4096:
+                self._hours.clear()
+            self._hours[key] = base
+        return base + mi * 60 + s
+
+    @staticmethod
+    def _tz_correction(y: int, mo: int, d: int, h: int, tz: str) -> float:
+        """Shift from naive-local interpretation to the stamp's explicit zone."""
+        if tz == "Z":
+            offset = 0
+        else:
+            sign = -1 if tz[0] == "-" else 1
+            digits = tz[1:].replace(":", "")
+            offset = sign * (int(digits[:2]) * 3600 + int(digits[2:]) * 60)
+        naive = datetime(y, mo, d, h)
+        local_offset = naive.astimezone().utcoffset()
+        local_s = local_offset.total_seconds() if local_offset is not None else 0.0
+        return local_s - offset
+
+
+def epoch_to_local(t_s: float) -> datetime:
+    return datetime.fromtimestamp(t_s)
+
+
+def epoch_to_utc_iso(t_s: float) -> str:
+    return datetime.fromtimestamp(t_s, tz=timezone.utc).isoformat()

@@ -1,0 +1,195 @@
+"""llama.cpp server per-request timing lines -> one engine window per request.
+
+`slot print_timing` prints, when a request ends: prompt eval / eval / total time, then with
+speculative decoding either `draft acceptance rate = R (A accepted / G generated)` (older) or
+`draft acceptance = R (A accepted / G generated), mean acceptance length = M, acceptance rate
+per position = (...)` (PR #24536), and a `statistics <impl>: ... #gen drafts = N ...` line.
+The stamp, when present, is elapsed time since server start (no clock time), so windows carry
+no t_start/t_end (flag `no_clock_time`); `printed['t_elapsed_s']` keeps the elapsed time.
+Drafts (verify steps with a draft) come from the statistics line when its token counts match
+the request (per request, or cumulative and diffed); else MAL is the printed one.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+from decodescope.telemetry.logs.clock import Clock, elapsed_s
+from decodescope.telemetry.logs.records import ParseCounts, Unparsed
+from decodescope.telemetry.window import EngineWindow
+
+ENGINE = "llamacpp"
+KEYWORDS = (b"eval time =", b"total time =", b"draft acceptance", b"#gen drafts", b"stop processing")
+
+_SLOT = re.compile(r"\bid\s+(\d+)\s*\|\s*task\s+(\d+)")
+_TIME = re.compile(r"(prompt eval|eval|total) time =\s*([\d.]+) ms /\s*(\d+) (?:tokens|runs)")
+_DRAFT = re.compile(r"draft acceptance(?: rate)? =\s*([\d.]+|nan)\s*\(\s*(\d+) accepted /\s*(\d+) generated\)")
+_MAL = re.compile(r"mean acceptance length =\s*([\d.]+)")
+_PER_POS = re.compile(r"acceptance rate per position =\s*\(([^)]*)\)")
+_STAT_NAME = re.compile(r"statistics\s+([\w.-]+):")
+_STAT = {k: re.compile(rf"{re.escape(k)} =\s*([\d.]+)")
+         for k in ("#gen drafts", "#acc drafts", "#gen tokens", "#acc tokens")}
+
+
+class LTime(NamedTuple):
+    slot: tuple[int, int] | None
+    kind: str  # "prompt eval" | "eval" | "total"
+    ms: float
+    tokens: int
+    t_elapsed_s: float | None
+
+
+class LDraft(NamedTuple):
+    slot: tuple[int, int] | None
+    accepted: int
+    generated: int
+    mal: float | None
+    per_pos: tuple[float, ...] | None
+
+
+class LStats(NamedTuple):
+    impl: str
+    gen_drafts: int
+    gen_tokens: int
+    acc_tokens: int
+
+
+class LRelease(NamedTuple):
+    slot: tuple[int, int] | None
+
+
+Record = LTime | LDraft | LStats | LRelease
+
+
+def parse(text: str, clock: Clock, counts: ParseCounts) -> Record | Unparsed | None:
+    if "llama_perf" in text:  # context-level perf print at exit, not a request
+        return None
+    m = _SLOT.search(text)
+    slot = (int(m.group(1)), int(m.group(2))) if m else None
+    if "stop processing" in text:
+        return LRelease(slot)
+    if "draft acceptance" in text:
+        d = _DRAFT.search(text)
+        if d is None:
+            return Unparsed("llamacpp.draft")
+        mal = _MAL.search(text)
+        pp = _PER_POS.search(text)
+        per_pos = tuple(float(x) for x in pp.group(1).split(",") if x.strip()) if pp else None
+        return LDraft(slot, int(d.group(2)), int(d.group(3)),
+                      float(mal.group(1)) if mal else None, per_pos or None)
+    if "#gen drafts" in text:
+        name = _STAT_NAME.search(text)
+        vals = {k: rx.search(text) for k, rx in _STAT.items()}
+        if name is None or any(v is None for v in vals.values()):
+            return Unparsed("llamacpp.statistics")
+        n = {k: int(float(v.group(1))) for k, v in vals.items() if v is not None}
+        return LStats(name.group(1), n["#gen drafts"], n["#gen tokens"], n["#acc tokens"])
+    t = _TIME.search(text)
+    if t is None:
+        return Unparsed("llamacpp.timing")
+    return LTime(slot, t.group(1), float(t.group(2)), int(t.group(3)), elapsed_s(text))
+
+
+class _Req:
+    __slots__ = ("slot", "times", "draft", "stats", "t_elapsed_s")
+
+    def __init__(self, slot: tuple[int, int] | None) -> None:
+        self.slot = slot
+        self.times: dict[str, LTime] = {}
+        self.draft: LDraft | None = None
+        self.stats: LStats | None = None
+        self.t_elapsed_s: float | None = None
+
+
+class LlamacppAssembler:
+    engine = "llamacpp"
+
+    def __init__(self, counts: ParseCounts) -> None:
+        self._cur: _Req | None = None
+        self._last_stats: dict[str, LStats] = {}
+
+    def feed(self, rec: Record) -> list[EngineWindow]:
+        out: list[EngineWindow] = []
+        cur = self._cur
+        if isinstance(rec, LRelease):
+            return self.flush()
+        if isinstance(rec, LStats):
+            if cur is not None:
+                cur.stats = rec
+            return out
+        new_request = cur is None or (rec.slot is not None and cur.slot is not None
+                                      and rec.slot != cur.slot)
+        if isinstance(rec, LTime) and cur is not None and rec.kind in cur.times:
+            new_request = True  # a second "eval time": the previous request ended
+        if new_request:
+            out = self.flush()
+            cur = self._cur = _Req(rec.slot)
+        assert cur is not None
+        if cur.slot is None:
+            cur.slot = rec.slot
+        if isinstance(rec, LTime):
+            cur.times[rec.kind] = rec
+            if rec.t_elapsed_s is not None:
+                cur.t_elapsed_s = rec.t_elapsed_s
+        else:
+            cur.draft = rec
+        return out
+
+    def flush(self) -> list[EngineWindow]:
+        cur, self._cur = self._cur, None
+        if cur is None or "eval" not in cur.times:
+            return []
+        return [self._build(cur)]
+
+    def _drafts(self, r: _Req, d: LDraft) -> int | None:
+        s = r.stats
+        if s is None:
+            return None
+        prev = self._last_stats.get(s.impl)
+        self._last_stats[s.impl] = s
+        if (s.gen_tokens, s.acc_tokens) == (d.generated, d.accepted):
+            return s.gen_drafts  # the statistics cover exactly this request
+        if prev is not None and (s.gen_tokens - prev.gen_tokens, s.acc_tokens - prev.acc_tokens) \
+                == (d.generated, d.accepted):
+            return s.gen_drafts - prev.gen_drafts  # cumulative over the slot's life
+        return None
+
+    def _build(self, r: _Req) -> EngineWindow:
+        ev = r.times["eval"]
+        printed: dict[str, float] = {"decode_s": ev.ms / 1e3}
+        if ev.ms > 0:
+            printed["generation_throughput"] = ev.tokens / (ev.ms / 1e3)
+        pe = r.times.get("prompt eval")
+        if pe is not None and pe.ms > 0:
+            printed["prompt_throughput"] = pe.tokens / (pe.ms / 1e3)
+            printed["prompt_s"] = pe.ms / 1e3
+        if r.slot is not None:
+            printed["slot"], printed["task"] = float(r.slot[0]), float(r.slot[1])
+        if r.t_elapsed_s is not None:
+            printed["t_elapsed_s"] = r.t_elapsed_s
+        flags = ["no_clock_time"]
+        d = r.draft
+        drafts = accepted = draft_tokens = None
+        per_pos = None
+        if d is None:
+            flags.append("spec_off")  # no draft line: no drafted tokens, one token per step
+        else:
+            accepted, draft_tokens = d.accepted, d.generated
+            if d.generated:
+                printed["draft_acceptance"] = d.accepted / d.generated
+            if d.mal is not None:
+                printed["mal_reported"] = d.mal
+            drafts = self._drafts(r, d)
+            if d.per_pos:
+                printed["spec_k"] = float(len(d.per_pos))
+                if drafts:
+                    per_pos = tuple(round(p * drafts) for p in d.per_pos)
+        return EngineWindow(
+            source="log", engine="llamacpp", t_start_s=None, t_end_s=None,
+            generation_tokens=ev.tokens, prompt_tokens=pe.tokens if pe else None,
+            drafts=drafts, draft_tokens=draft_tokens, accepted_tokens=accepted,
+            accepted_per_pos=per_pos, running=1.0,
+            engine_id=f"slot {r.slot[0]}" if r.slot else None, printed=printed,
+            flags=tuple(flags),
+        )

@@ -1,0 +1,94 @@
+"""Findings about a log read: what was not understood, and what the numbers rest on."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from decodescope.findings import Finding
+from decodescope.telemetry.logs.records import ParseCounts
+
+if TYPE_CHECKING:
+    from decodescope.telemetry.logs.pipeline import Selection
+    from decodescope.telemetry.logs.summary import LogSummary
+
+DAY_S = 86400.0
+
+
+def notes_for(s: LogSummary, counts: ParseCounts, flags: dict[str, int],
+              sel: Selection | None) -> tuple[Finding, ...]:
+    out: list[Finding] = []
+    bad = sum(counts.unparsed.values())
+    if s.windows_total == 0:
+        out.append(Finding(
+            "logs.no_windows",
+            f"no engine windows found ({counts.lines_total} lines read, {bad} stats lines "
+            "not understood)",
+            remedy="Check that the file is a vLLM / SGLang / llama.cpp server log with stats "
+                   "logging on (vLLM: no --disable-log-stats); give --engine to skip detection",
+            severity="warning"))
+    if bad:
+        kinds = ", ".join(f"{k} {n}" for k, n in counts.unparsed.most_common())
+        out.append(Finding(
+            "logs.unparsed", f"{bad} lines carried engine stats keywords but could not be read",
+            context=kinds, remedy="The format may be new: please report one such line; the "
+            "numbers on these lines are missing from the summary", severity="warning"))
+    if counts.unknown_fields:
+        names = ", ".join(sorted(counts.unknown_fields)[:8])
+        out.append(Finding("logs.unknown_fields", "fields not known to decodescope were ignored",
+                           context=names, severity="info"))
+    _flag_notes(out, flags)
+    if sel is not None and sel.without_time:
+        out.append(Finding(
+            "logs.selection_without_time",
+            f"{sel.without_time} windows carry no clock time and were left out by --since/--until",
+            remedy="llama.cpp stamps elapsed time only; leave out --since/--until for its logs",
+            severity="warning"))
+    if sel is not None and sel.active and _partial(sel) and s.t_first_s is not None \
+            and s.t_last_s is not None and s.t_last_s - s.t_first_s > DAY_S:
+        out.append(Finding(
+            "logs.selection_day", "the log spans more than one day; a time without a date was "
+            "placed on " + _fmt(sel.since_s if sel.since_s is not None else sel.until_s),
+            remedy="Give MM-DD HH:MM to pick another day", severity="info"))
+    if s.mal_overall_estimated:
+        out.append(Finding(
+            "logs.mal_printed", "this engine prints MAL but no draft counts: overall MAL weights "
+            "each window's printed value by its estimated request-steps", severity="info"))
+    return tuple(out)
+
+
+def _flag_notes(out: list[Finding], flags: dict[str, Any]) -> None:
+    if flags.get("interval_default"):
+        out.append(Finding(
+            "logs.interval_default",
+            f"{flags['interval_default']} windows use the default stats interval (too few lines "
+            "to measure the spacing)", severity="info"))
+    if flags.get("may_include_idle"):
+        out.append(Finding(
+            "logs.window_spans_idle",
+            f"{flags['may_include_idle']} windows span an idle period (SGLang measures from the "
+            "previous Decode line) and are left out of decode and step-rate figures",
+            severity="info"))
+    if flags.get("drafts_from_printed_mal"):
+        out.append(Finding(
+            "logs.drafts_from_mal",
+            f"{flags['drafts_from_printed_mal']} windows draft fewer than k tokens per step "
+            "(n-gram?): drafts taken from the printed mean acceptance length", severity="info"))
+    if flags.get("v0_cumulative_diff") or flags.get("v0_first_spec_line"):
+        out.append(Finding(
+            "logs.v0_cumulative",
+            "vLLM V0 speculative counts grow monotonically (cumulative): successive lines are "
+            "diffed; the first line holds counts since engine start", severity="info"))
+    if flags.get("no_clock_time"):
+        out.append(Finding(
+            "logs.no_clock_time", "llama.cpp stamps elapsed time only: windows are requests "
+            "without clock time (no idle gaps, no --since/--until)", severity="info"))
+
+
+def _partial(sel: Selection) -> bool:
+    return any(t is not None and t.absolute_s is None and t.month is None
+               for t in (sel.since, sel.until))
+
+
+def _fmt(t: float | None) -> str:
+    return datetime.fromtimestamp(t).strftime("%Y-%m-%d") if t is not None else "?"

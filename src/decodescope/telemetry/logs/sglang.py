@@ -1,0 +1,179 @@
+"""SGLang `Decode batch` log lines -> engine windows (reference engine-formats.md §2.1).
+
+A line is logged every `--decode-log-interval` decode batches (default 40) on TP0 and holds
+windowed numbers: `gen throughput (token/s)` (all emitted tokens / window time) and, with
+speculative decoding, `accept len` (tokens per request-step, bonus included = MAL). No counts
+are printed, so a window carries the printed values: decode rate = gen throughput, MAL =
+accept len (printed['mal_reported']), request-step rate = gen throughput / accept len. Its
+duration is modelled as steps x running x accept len / gen throughput (tokens in 40 batch
+steps / rate); SGLang's own window runs from the previous Decode line, so the first line after
+an idle period spans the idle time (flag `may_include_idle`).
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections import deque
+from typing import NamedTuple
+
+from decodescope.telemetry.logs.clock import Clock
+from decodescope.telemetry.logs.fields import split_fields
+from decodescope.telemetry.logs.records import ParseCounts, Unparsed
+from decodescope.telemetry.window import EngineWindow
+
+ENGINE = "sglang"
+DECODE_KEY = "Decode batch"
+CONFIG_KEY = "decode_log_interval"
+KEYWORDS = (DECODE_KEY.encode(), CONFIG_KEY.encode())
+DEFAULT_DECODE_LOG_INTERVAL = 40  # SGLang --decode-log-interval default
+IDLE_DILUTION_FACTOR = 3.0  # window 3x longer than its neighbours: it spans an idle period
+IDLE_DILUTION_SLACK_S = 2.0  # ... and by more than the 1 s stamp resolution twice
+RECENT_WINDOWS = 8  # neighbours used for "typical duration"
+
+_AFTER = re.compile(r"Decode batch(?: \[(\d+)\])?\s*[.,]?\s*")
+_TAG = re.compile(r"\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?((?: [A-Za-z]+\d+)*)\s*\]")
+_CONFIG = re.compile(r"decode_log_interval['\"]?\s*[=:]\s*(\d+)")
+
+FIELDS = {
+    "#running-req": "running",
+    "#token": "tokens",
+    "token usage": "token_usage",
+    "accept len": "mal_reported",
+    "accept rate": "accept_rate",
+    "cuda graph": "cuda_graph",
+    "cpu graph": "cpu_graph",
+    "npu graph": "npu_graph",
+    "gen throughput (token/s)": "generation_throughput",
+    "#queue-req": "waiting",
+    "largest-len": "largest_len",
+    "#full token": "full_tokens",
+    "full token usage": "full_token_usage",
+    "#swa token": "swa_tokens",
+    "swa token usage": "swa_token_usage",
+    "mamba num": "mamba_num",
+    "mamba usage": "mamba_usage",
+    "pre-allocated usage": "preallocated_usage",
+    "#prealloc-req": "prealloc_req",
+    "#transfer-req": "transfer_req",
+    "#retracted-req": "retracted_req",
+}
+
+
+class SDecode(NamedTuple):
+    t_s: float | None
+    tag: str | None  # "TP0", "DP1 TP0"
+    running: float
+    gen_tput: float
+    accept_len: float | None
+    waiting: float | None
+    printed: dict[str, float]
+
+
+class SConfig(NamedTuple):
+    steps: int
+
+
+def parse(text: str, clock: Clock, counts: ParseCounts) -> SDecode | SConfig | Unparsed | None:
+    i = text.find(DECODE_KEY)
+    if i < 0:
+        if CONFIG_KEY in text:
+            m = _CONFIG.search(text)
+            return SConfig(int(m.group(1))) if m else None
+        return None
+    head = text[:i]
+    m = _AFTER.match(text, i)
+    assert m is not None  # the pattern's only required part is the keyword found above
+    f = split_fields(text[m.end():])
+    printed: dict[str, float] = {}
+    for name in f:
+        key = FIELDS.get(name)
+        if key is None:
+            counts.unknown_fields[name] += 1
+            continue
+        v = f.num(name)
+        if v is not None:
+            printed[key] = v
+    gen, running = printed.get("generation_throughput"), printed.get("running")
+    if gen is None or running is None:
+        return Unparsed("sglang.decode")
+    if m.group(1):
+        printed["forward_ct"] = float(m.group(1))
+    tag = _TAG.search(head)
+    return SDecode(clock.stamp(head), (tag.group(1).strip() or None) if tag else None, running,
+                   gen, printed.get("mal_reported"), printed.get("waiting"), printed)
+
+
+class _Tag:
+    __slots__ = ("held", "recent")
+
+    def __init__(self, held: SDecode) -> None:
+        self.held: SDecode | None = held  # the tag's first line waits for a neighbour
+        self.recent: deque[float] = deque(maxlen=RECENT_WINDOWS)
+
+
+class SglangAssembler:
+    engine = "sglang"
+
+    def __init__(self, counts: ParseCounts) -> None:
+        self._steps = DEFAULT_DECODE_LOG_INTERVAL
+        self._tags: dict[str | None, _Tag] = {}
+
+    def feed(self, rec: SDecode | SConfig) -> list[EngineWindow]:
+        if isinstance(rec, SConfig):
+            self._steps = rec.steps
+            return []
+        st = self._tags.get(rec.tag)
+        if st is None:
+            self._tags[rec.tag] = _Tag(rec)
+            return []
+        out = []
+        d = self._duration(rec)
+        if st.held is not None:
+            first, st.held = st.held, None
+            d0 = self._duration(first)
+            out.append(self._build(first, d0, _diluted(d0, [d] if d else [])))
+            if d0 is not None and not _diluted(d0, [d] if d else []):
+                st.recent.append(d0)
+        diluted = _diluted(d, list(st.recent))
+        if d is not None and not diluted:
+            st.recent.append(d)
+        out.append(self._build(rec, d, diluted))
+        return out
+
+    def flush(self) -> list[EngineWindow]:
+        out = []
+        for st in self._tags.values():
+            if st.held is not None:
+                first, st.held = st.held, None
+                out.append(self._build(first, self._duration(first), False))
+        return out
+
+    def _duration(self, r: SDecode) -> float | None:
+        if r.gen_tput <= 0 or r.running <= 0:
+            return None
+        return self._steps * r.running * (r.accept_len or 1.0) / r.gen_tput
+
+    def _build(self, r: SDecode, d: float | None, diluted: bool) -> EngineWindow:
+        printed = dict(r.printed)
+        printed["decode_steps"] = float(self._steps)
+        flags = []
+        if r.accept_len is None:
+            flags.append("spec_off")
+        if diluted:
+            flags.append("may_include_idle")
+        if r.gen_tput <= 0:
+            flags.append("idle")
+        return EngineWindow(
+            source="log", engine="sglang",
+            t_start_s=r.t_s - d if (r.t_s is not None and d is not None) else None,
+            t_end_s=r.t_s, running=r.running, waiting=r.waiting, engine_id=r.tag,
+            printed=printed, flags=tuple(flags),
+        )
+
+
+def _diluted(d: float | None, neighbours: list[float]) -> bool:
+    if d is None or not neighbours:
+        return False
+    typical = statistics.median(neighbours)
+    return d > IDLE_DILUTION_FACTOR * typical + IDLE_DILUTION_SLACK_S

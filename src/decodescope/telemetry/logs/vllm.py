@@ -1,0 +1,224 @@
+"""vLLM log lines: periodic stats (V0, early V1, V1) and speculative-decoding lines.
+
+Formats: docs/logs.md and shared reference engine-formats.md §1.1-1.2. Each line is read by
+field name; the text before the message (any prefix: `(APIServer pid=N)`, `INFO MM-DD ...`,
+`[loggers.py:N]`, V0 `metrics.py:N]`, docker stamps) only gives the time, pid and engine id.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+from decodescope.telemetry.logs.clock import Clock
+from decodescope.telemetry.logs.fields import Fields, split_fields
+from decodescope.telemetry.logs.records import ParseCounts, Unparsed
+
+ENGINE = "vllm"
+STATS_KEY = "Avg prompt throughput: "
+SPEC_KEYS = ("SpecDecoding metrics: ", "Speculative metrics: ")
+CONFIG_KEY = "num_spec"
+KEYWORDS = (STATS_KEY.encode(), SPEC_KEYS[0].encode(), SPEC_KEYS[1].encode(), CONFIG_KEY.encode())
+
+_INT = re.compile(r"\d+")
+_ENGINE_TAG = re.compile(r"(?:Engine (\d+)|(\d+) Engines Aggregated):\s*$")
+# Fast paths: the whole message in the most common field order. A line that deviates in any
+# way (extra, missing or reordered fields) goes to the field-by-name parser, which gives the
+# same record (tests/test_logs_vllm.py checks both paths agree).
+_FAST_STATS = re.compile(
+    r"Avg prompt throughput: ([\d.]+) tokens/s, Avg generation throughput: ([\d.]+) tokens/s, "
+    r"Running: (\d+) reqs, Waiting: (\d+) reqs, GPU KV cache usage: ([\d.]+)%, "
+    r"Prefix cache hit rate: ([\d.]+)%\s*$")
+_FAST_SPEC = re.compile(
+    r"Mean acceptance length: ([\d.]+), Accepted throughput: ([\d.]+) tokens/s, "
+    r"Drafted throughput: ([\d.]+) tokens/s, Accepted: (\d+) tokens, Drafted: (\d+) tokens, "
+    r"Per-position acceptance rate: ([\d., ]+?), Avg Draft acceptance rate: ([\d.]+)%\s*$")
+_CONFIG_K = re.compile(r"num_spec(?:ulative)?_tokens['\"]?\s*[=:]\s*(\d+)")
+
+# Stats fields we know -> name in EngineWindow.printed.
+STATS_FIELDS = {
+    "Avg prompt throughput": "prompt_throughput",
+    "Avg generation throughput": "generation_throughput",
+    "Running": "running",
+    "Waiting": "waiting",
+    "Pending": "waiting",
+    "Swapped": "swapped",
+    "Deferred": "deferred",
+    "Preemptions": "preemptions",
+    "GPU KV cache usage": "kv_cache_usage_pct",
+    "KV cache usage": "kv_cache_usage_pct",
+    "CPU KV cache usage": "cpu_kv_cache_usage_pct",
+    "Prefix cache hit rate": "prefix_cache_hit_rate_pct",
+    "Corrupted": "corrupted",
+    "External prefix cache hit rate": "external_prefix_cache_hit_rate_pct",
+    "MM cache hit rate": "mm_cache_hit_rate_pct",
+}
+SPEC_FIELDS = {
+    "Draft acceptance rate": "draft_acceptance_rate",
+    "Avg Draft acceptance rate": "avg_draft_acceptance_rate_pct",
+    "Mean acceptance length": "mean_acceptance_length",
+    "Accepted throughput": "accepted_throughput",
+    "Drafted throughput": "drafted_throughput",
+    "Accepted": "accepted",
+    "Drafted": "drafted",
+    "Per-position acceptance rate": "per_position",
+    "System efficiency": "system_efficiency",
+    "Number of speculative tokens": "k",
+    "Number of accepted tokens": "accepted",
+    "Number of draft tokens": "drafted",
+    "Number of draft tokens tokens": "drafted",
+    "Number of emitted tokens": "emitted",
+    "Number of emitted tokens tokens": "emitted",
+}
+
+
+class VStats(NamedTuple):
+    t_s: float | None
+    pid: int | None
+    engine_id: str | None  # "Engine 000", "2 Engines Aggregated", None (V0, early V1)
+    variant: str  # "v0" | "v1-early" | "v1"
+    gen_tput: float
+    prompt_tput: float | None
+    running: float | None
+    waiting: float | None
+    printed: dict[str, float]
+
+
+class VSpec(NamedTuple):
+    t_s: float | None
+    pid: int | None
+    variant: str  # "v0" | "v0-early" | "v1-a" | "v1-b" | "v1-c" | "v1-c'" | "v1-d"
+    accepted: int  # V1: accepted draft tokens; V0: accepted tokens (any position)
+    drafted: int  # draft tokens
+    per_pos: tuple[float, ...] | None  # V1-c/V1-d rates, k values
+    mal_printed: float | None
+    k: int | None  # V0 "Number of speculative tokens"
+    emitted: int | None  # V0 emitted tokens (accepted prefix + bonus)
+    printed: dict[str, float]
+
+
+class VConfig(NamedTuple):
+    k: int
+
+
+Record = VStats | VSpec | VConfig
+
+
+def parse(text: str, clock: Clock, counts: ParseCounts) -> Record | Unparsed | None:
+    """Read one vLLM line (ANSI already stripped). None: keyword seen but not a stats line."""
+    i = text.find(STATS_KEY)
+    if i >= 0:
+        return _stats(text, i, clock, counts)
+    for key in SPEC_KEYS:
+        i = text.find(key)
+        if i >= 0:
+            return _spec(text, i, len(key), clock, counts)
+    if CONFIG_KEY in text:
+        m = _CONFIG_K.search(text)
+        return VConfig(int(m.group(1))) if m else None
+    return None
+
+
+def _head(text: str, i: int, clock: Clock) -> tuple[float | None, int | None, str]:
+    head = text[:i]
+    pid = None
+    j = head.find("pid=")
+    if j >= 0:
+        m = _INT.match(head, j + 4)
+        pid = int(m.group()) if m else None
+    return clock.stamp(head), pid, head
+
+
+def _engine_id(head: str) -> str | None:
+    if not head.endswith(": ") and not head.endswith(":"):
+        return None
+    j = head.rfind("Engine ")
+    if j >= 0 and head[j + 7:].rstrip(": ").isdigit():
+        return f"Engine {head[j + 7:].rstrip(': ')}"
+    m = _ENGINE_TAG.search(head)
+    if m is None:
+        return None
+    return f"Engine {m.group(1)}" if m.group(1) else f"{m.group(2)} Engines Aggregated"
+
+
+def _stats(text: str, i: int, clock: Clock, counts: ParseCounts) -> VStats | Unparsed:
+    t_s, pid, head = _head(text, i, clock)
+    engine_id = _engine_id(head)
+    m = _FAST_STATS.match(text, i)
+    if m is not None:
+        pt, gt, run, wait, kv, pc = m.groups()
+        gen, running, waiting = float(gt), float(run), float(wait)
+        printed = {"prompt_throughput": float(pt), "generation_throughput": gen,
+                   "running": running, "waiting": waiting, "kv_cache_usage_pct": float(kv),
+                   "prefix_cache_hit_rate_pct": float(pc)}
+        return VStats(t_s, pid, engine_id, "v1" if engine_id else "v1-early", gen,
+                      printed["prompt_throughput"], running, waiting, printed)
+    f = split_fields(text[i:])
+    gen = f.num("Avg generation throughput")
+    if gen is None or gen != gen:
+        return Unparsed("vllm.stats")
+    variant = "v0" if ("Pending" in f or "Swapped" in f) else ("v1" if engine_id else "v1-early")
+    printed = _printed(f, STATS_FIELDS, counts)
+    return VStats(t_s, pid, engine_id, variant, gen, printed.get("prompt_throughput"),
+                  printed.get("running"), printed.get("waiting"), printed)
+
+
+def _spec(text: str, i: int, n: int, clock: Clock, counts: ParseCounts) -> VSpec | Unparsed:
+    t_s, pid, _ = _head(text, i, clock)
+    m = _FAST_SPEC.match(text, i + n)
+    if m is not None:
+        mal, at, dt, acc, dr, pp, avg = m.groups()
+        per_pos = tuple(float(x) for x in pp.split(", "))
+        printed = {"mean_acceptance_length": float(mal), "accepted_throughput": float(at),
+                   "drafted_throughput": float(dt), "avg_draft_acceptance_rate_pct": float(avg)}
+        return VSpec(t_s, pid, "v1-d", int(acc), int(dr), per_pos, printed["mean_acceptance_length"],
+                     None, None, printed)
+    f = split_fields(text[i + n:])
+    accepted = f.int_("Accepted")
+    drafted = f.int_("Drafted")
+    if accepted is None:
+        accepted = f.int_("Number of accepted tokens")
+        drafted = f.int_("Number of draft tokens")
+        if drafted is None:
+            drafted = f.int_("Number of draft tokens tokens")
+    if accepted is None or drafted is None:
+        return Unparsed("vllm.spec")
+    per_pos = f.nums("Per-position acceptance rate")
+    k = f.int_("Number of speculative tokens")
+    emitted = f.int_("Number of emitted tokens")
+    if emitted is None:
+        emitted = f.int_("Number of emitted tokens tokens")
+    if "System efficiency" in f:
+        if k is None or emitted is None or k <= 0:
+            return Unparsed("vllm.spec")
+        variant = "v0-early" if "Number of draft tokens tokens" in f else "v0"
+    elif "Accepted" not in f:
+        variant = "v1-a"
+    elif per_pos is None:
+        variant = "v1-b"
+    elif "Avg Draft acceptance rate" in f:
+        variant = "v1-d"
+    elif "Accepted throughput" in f:
+        variant = "v1-c'"
+    else:
+        variant = "v1-c"
+    printed = _printed(f, SPEC_FIELDS, counts, skip=("per_position",))
+    rate = f.get("Draft acceptance rate")
+    if rate is not None and "%" in rate:
+        printed["draft_acceptance_rate_pct"] = printed.pop("draft_acceptance_rate")
+    return VSpec(t_s, pid, variant, accepted, drafted, per_pos, printed.get("mean_acceptance_length"),
+                 k, emitted, printed)
+
+
+def _printed(f: Fields, known: dict[str, str], counts: ParseCounts,
+             skip: tuple[str, ...] = ()) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for name in f:
+        key = known.get(name)
+        if key is None:
+            counts.unknown_fields[name] += 1
+        elif key not in skip:
+            v = f.num(name)
+            if v is not None:
+                out[key] = v
+    return out

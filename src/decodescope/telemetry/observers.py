@@ -1,0 +1,250 @@
+"""What runs beside a probe: the Prometheus scraper and the engine-log tail (probe/observe.py).
+
+Both are threads that only observe; a failure becomes a Finding, never a failed probe.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+
+import httpx
+
+from decodescope.analysis.contamination import flag_contaminated
+from decodescope.findings import Finding
+from decodescope.probe.observe import ObserverResult
+from decodescope.telemetry.prometheus import (
+    Scrape,
+    count_resets,
+    parse_metrics,
+    windows_from_scrapes,
+)
+from decodescope.telemetry.window import EngineWindow
+
+DEFAULT_SCRAPE_INTERVAL_S = 1.0  # fine enough for 10 s+ trials, cheap for the engine
+SCRAPE_TIMEOUT_S = 2.0  # a boundary scrape blocks the probe loop; never longer than this
+LOG_POLL_S = 0.2  # log tail poll period
+
+
+class PrometheusObserver:
+    """Scrapes GET {url}/metrics every `interval_s` in a thread, and at every trial boundary
+    (mark) synchronously, so whole-trial windows start and end exactly at the trial."""
+
+    name = "prometheus"
+
+    def __init__(self, url: str, engine: str, *, interval_s: float = DEFAULT_SCRAPE_INTERVAL_S,
+                 in_flight: int = 1, headers: dict[str, str] | None = None,
+                 proxy: str | None = None,
+                 transport: httpx.BaseTransport | None = None,
+                 clock: Callable[[], float] = time.perf_counter,
+                 wall: Callable[[], float] = time.time) -> None:
+        self.url = url.rstrip("/") + "/metrics"
+        self.engine = engine
+        self.interval_s = interval_s
+        self.in_flight = in_flight
+        self._client = httpx.Client(trust_env=False, proxy=proxy, timeout=SCRAPE_TIMEOUT_S,
+                                    headers=headers or {}, transport=transport)
+        self._clock, self._wall = clock, wall
+        self._scrapes: list[Scrape] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._unavailable: str | None = None
+        self._spans: dict[str, list[float]] = {}  # trial -> [start wall, end wall]
+
+    def scrape(self, mark: str | None = None) -> Scrape:
+        t_s, t_wall = self._clock(), self._wall()
+        try:
+            r = self._client.get(self.url)
+        except httpx.HTTPError as exc:
+            s = Scrape(t_s, t_wall, None, mark=mark, error=f"{type(exc).__name__}: {exc}")
+        else:
+            if r.status_code != 200:
+                s = Scrape(t_s, t_wall, None, mark=mark, error=f"HTTP {r.status_code}")
+            else:
+                s = parse_metrics(r.text, t_s, t_wall, mark)
+        with self._lock:
+            self._scrapes.append(s)
+        return s
+
+    def start(self) -> None:
+        first = self.scrape("start")
+        if first.prefix is None:
+            self._unavailable = first.error or "no known engine metric names"
+            return  # nothing to watch: no thread, no further scrapes
+        self._thread = threading.Thread(target=self._loop, name="decodescope-scraper",
+                                        daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.scrape()
+
+    def mark(self, event: str, t_s: float) -> None:
+        if self._unavailable:
+            return
+        s = self.scrape(event)
+        kind, _, trial = event.partition(":")
+        span = self._spans.setdefault(trial, [s.t_wall_s, s.t_wall_s])
+        if kind == "trial_end":
+            span[1] = s.t_wall_s
+
+    def stop(self) -> ObserverResult:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=SCRAPE_TIMEOUT_S + self.interval_s + 1.0)
+        if not self._unavailable:
+            self.scrape("stop")
+        self._client.close()
+        with self._lock:
+            scrapes = sorted(self._scrapes, key=lambda s: s.t_s)
+        series = {"prometheus": {"url": self.url, "engine": self.engine,
+                                 "interval_s": self.interval_s,
+                                 "scrapes": [s.to_dict() for s in scrapes]}}
+        if self._unavailable:
+            return ObserverResult(series=series, findings=[Finding(
+                "telemetry.no_metrics",
+                f"no engine metrics at {self.url} ({self._unavailable})",
+                "Start vLLM as usual, SGLang with --enable-metrics, llama.cpp with --metrics; "
+                "or pass --log FILE; --no-scrape silences this",
+                severity="info")])
+        windows = windows_from_scrapes(scrapes, self.engine)
+        windows = flag_contaminated(windows, self.in_flight, list(self._spans.values()))
+        findings = scrape_findings(scrapes, self.url)
+        return ObserverResult(windows=windows, series=series, findings=findings)
+
+
+def scrape_findings(scrapes: list[Scrape], url: str) -> list[Finding]:
+    out = []
+    resets = count_resets(scrapes)
+    if resets:
+        out.append(Finding(
+            "telemetry.counter_reset",
+            f"engine counters went back {resets}x during the probe (a restart?); "
+            "those intervals were left out of the engine numbers",
+            "Check the engine's uptime and log; rerun once it is stable", context=url))
+    failed = [s for s in scrapes if s.error]
+    if failed:
+        out.append(Finding(
+            "telemetry.scrape_failed",
+            f"{len(failed)} of {len(scrapes)} scrapes failed (first: {failed[0].error})",
+            "Intervals next to a failed scrape carry no counts", context=url,
+            severity="info"))
+    return out
+
+
+LogFollow = Callable[[str, int, threading.Event], Iterable[EngineWindow]]
+
+
+class LogTailObserver:
+    """Tails an engine log from its size at start; every engine window parsed from lines
+    written during the probe is attached to the run (source="log")."""
+
+    name = "log"
+
+    def __init__(self, path: str, engine: str | None = None, *, in_flight: int = 1,
+                 follow: LogFollow | None = None, poll_s: float = LOG_POLL_S) -> None:
+        self.path = path
+        self.engine = engine
+        self.in_flight = in_flight
+        self.poll_s = poll_s
+        self._follow = follow
+        self._windows: list[EngineWindow] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._error: str | None = None
+        self._spans: dict[str, list[float]] = {}
+
+    def start(self) -> None:
+        import os
+
+        try:
+            offset = os.path.getsize(self.path)
+        except OSError as exc:
+            self._error = f"cannot read {self.path}: {exc.strerror or exc}"
+            return
+        follow = self._follow or default_follow(self.engine, self.poll_s)
+        self._thread = threading.Thread(target=self._run, args=(follow, offset),
+                                        name="decodescope-logtail", daemon=True)
+        self._thread.start()
+
+    def _run(self, follow: LogFollow, offset: int) -> None:
+        try:
+            for w in follow(self.path, offset, self._stop):
+                self._windows.append(w)
+        except Exception as exc:  # the tail must never take the probe down
+            self._error = f"{type(exc).__name__}: {exc}"
+
+    def mark(self, event: str, t_s: float) -> None:
+        kind, _, trial = event.partition(":")
+        now = time.time()
+        span = self._spans.setdefault(trial, [now, now])
+        if kind == "trial_end":
+            span[1] = now
+
+    def stop(self) -> ObserverResult:
+        # Let the engine flush the line of the last interval before we stop reading.
+        time.sleep(self.poll_s)
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5.0)
+        findings = []
+        if self._error:
+            findings.append(Finding("telemetry.log_failed", f"log tail stopped: {self._error}",
+                                    "Check the path and that the file is the engine's log",
+                                    context=self.path))
+        elif not self._windows:
+            findings.append(Finding(
+                "telemetry.log_empty",
+                "the engine log had no stats lines during the probe",
+                "vLLM prints every 10 s (VLLM_LOG_STATS_INTERVAL), SGLang every 40 decode "
+                "steps, llama.cpp per request; is this the live log of this engine?",
+                context=self.path, severity="info"))
+        windows = flag_contaminated(list(self._windows), self.in_flight,
+                                    list(self._spans.values()))
+        return ObserverResult(windows=windows, findings=findings,
+                              series={"log": {"path": self.path,
+                                              "windows": len(windows)}})
+
+
+def default_follow(engine: str | None, poll_s: float) -> LogFollow:
+    """Follow a log from a byte offset with the log parser's line reader (telemetry/logs)."""
+    import os
+
+    from decodescope.telemetry.logs.clock import Clock
+    from decodescope.telemetry.logs.pipeline import IDLE_FLUSH_S, LineReader
+    from decodescope.telemetry.logs.reader import matching_lines
+    from decodescope.telemetry.logs.records import ParseCounts
+
+    def follow(path: str, offset: int, stop: threading.Event) -> Iterator[EngineWindow]:
+        lr = LineReader(engine, Clock(None, time.time()), ParseCounts())
+        rest, idle = b"", 0.0
+        with open(path, "rb") as f:
+            f.seek(offset)
+            while True:
+                chunk = f.read(1 << 20)
+                if chunk:
+                    idle = 0.0
+                    block = rest + chunk
+                    cut = block.rfind(b"\n") + 1
+                    rest = block[cut:]
+                    for raw in matching_lines(block[:cut], 0, cut, lr.keywords()):
+                        yield from lr.feed(raw)
+                    continue
+                if stop.is_set():
+                    break
+                if os.path.getsize(path) < f.tell():  # truncated: start over
+                    f.seek(0)
+                    rest = b""
+                stop.wait(poll_s)
+                idle += poll_s
+                if idle >= IDLE_FLUSH_S:
+                    idle = 0.0
+                    yield from lr.flush()
+        if rest:
+            for raw in matching_lines(rest + b"\n", 0, len(rest) + 1, lr.keywords()):
+                yield from lr.feed(raw)
+        yield from lr.flush()
+
+    return follow

@@ -1,0 +1,239 @@
+"""Prometheus `/metrics`: parse one scrape, and turn consecutive scrapes into engine windows.
+
+Pure functions over text and `Scrape` records; the thread that fetches them lives in
+`telemetry/observers.py`. Names per engine: docs/telemetry.md and
+shared/reference/engine-formats.md §1.3 (vLLM), §2.2 (SGLang), §3 (llama.cpp).
+
+- Samples of one name are summed over label sets (data-parallel `engine="0".."N"`); the
+  per-position acceptance counter is kept per `position`. `_created` samples are ignored.
+- A window between two scrapes holds counter deltas. If any counter went down (or the
+  process start time changed) the engine restarted in between: the window is flagged
+  "reset" and carries no counts, so a restart gives neither negative nor inflated rates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from decodescope.telemetry.window import EngineWindow
+
+# Canonical counter keys -> exposed sample name, per engine prefix.
+COUNTER_NAMES: dict[str, dict[str, str]] = {
+    "vllm": {
+        "generation_tokens": "vllm:generation_tokens_total",
+        "prompt_tokens": "vllm:prompt_tokens_total",
+        "drafts": "vllm:spec_decode_num_drafts_total",
+        "draft_tokens": "vllm:spec_decode_num_draft_tokens_total",
+        "accepted_tokens": "vllm:spec_decode_num_accepted_tokens_total",
+        "batch_steps": "vllm:iteration_tokens_total_count",  # one observation per engine step
+    },
+    "sglang": {
+        "generation_tokens": "sglang:generation_tokens_total",  # incremented at request finish
+        "prompt_tokens": "sglang:prompt_tokens_total",
+    },
+    "llamacpp": {
+        "generation_tokens": "llamacpp:tokens_predicted_total",
+        "prompt_tokens": "llamacpp:prompt_tokens_total",
+        "decode_s": "llamacpp:tokens_predicted_seconds_total",  # summed per request
+        "drafts": "llamacpp:spec_decode_num_drafts_total",
+        "draft_tokens": "llamacpp:spec_decode_num_draft_tokens_total",
+        "accepted_tokens": "llamacpp:spec_decode_num_accepted_tokens_total",
+        "batch_steps": "llamacpp:n_decode_total",  # llama_decode() calls, prefill included
+    },
+}
+GAUGE_NAMES: dict[str, dict[str, str]] = {
+    "vllm": {"running": "vllm:num_requests_running", "waiting": "vllm:num_requests_waiting"},
+    "sglang": {
+        "running": "sglang:num_running_reqs",
+        "waiting": "sglang:num_queue_reqs",
+        "gen_throughput": "sglang:gen_throughput",  # windowed (last decode log interval)
+        "accept_length": "sglang:spec_accept_length",  # windowed MAL, bonus included
+    },
+    "llamacpp": {"running": "llamacpp:requests_processing", "waiting": "llamacpp:requests_deferred"},
+}
+PER_POS_NAMES = {
+    "vllm": "vllm:spec_decode_num_accepted_tokens_per_pos_total",
+    "llamacpp": "llamacpp:spec_decode_num_accepted_tokens_per_pos_total",
+}
+# prometheus_client's default process collector (vLLM, SGLang): a change means a restart.
+PROCESS_START = "process_start_time_seconds"
+# llama.cpp and SGLang update their counters when a request finishes (design.md §7), so only
+# whole-trial windows (trial start -> trial end scrape) mean anything there.
+FINISH_UPDATED = ("llamacpp", "sglang")
+
+
+@dataclass(frozen=True)
+class Scrape:
+    """One GET /metrics: the relevant samples, summed over label sets."""
+
+    t_s: float  # perf_counter of this process (the probe's clock)
+    t_wall_s: float  # epoch seconds
+    prefix: str | None  # "vllm" | "sglang" | "llamacpp" | None (nothing known answered)
+    counters: dict[str, float] = field(default_factory=dict)
+    gauges: dict[str, float] = field(default_factory=dict)
+    per_pos: tuple[float, ...] | None = None
+    process_start_s: float | None = None
+    mark: str | None = None  # "trial_start:0" ... when scraped at a trial boundary
+    error: str | None = None  # the scrape failed: why
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"t_s": self.t_s, "t_wall_s": self.t_wall_s, "prefix": self.prefix,
+                "counters": self.counters, "gauges": self.gauges,
+                "per_pos": list(self.per_pos) if self.per_pos is not None else None,
+                "process_start_s": self.process_start_s, "mark": self.mark, "error": self.error}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Scrape:
+        pp = d.get("per_pos")
+        return cls(t_s=d["t_s"], t_wall_s=d["t_wall_s"], prefix=d.get("prefix"),
+                   counters=dict(d.get("counters") or {}), gauges=dict(d.get("gauges") or {}),
+                   per_pos=tuple(pp) if pp is not None else None,
+                   process_start_s=d.get("process_start_s"), mark=d.get("mark"),
+                   error=d.get("error"))
+
+
+def parse_metrics(text: str, t_s: float, t_wall_s: float, mark: str | None = None) -> Scrape:
+    """The relevant samples of one exposition text. Malformed text gives a Scrape with error."""
+    sums: dict[str, float] = {}
+    per_pos_raw: dict[str, dict[int, float]] = {}
+    try:
+        for fam in text_string_to_metric_families(text):
+            for s in fam.samples:
+                if s.name.endswith("_created"):
+                    continue
+                if s.name in PER_POS_NAMES.values() and "position" in s.labels:
+                    try:
+                        pos = int(s.labels["position"])
+                    except ValueError:
+                        continue
+                    slot = per_pos_raw.setdefault(s.name, {})
+                    slot[pos] = slot.get(pos, 0.0) + float(s.value)
+                    continue
+                sums[s.name] = sums.get(s.name, 0.0) + float(s.value)
+    except (ValueError, TypeError, IndexError) as exc:
+        return Scrape(t_s, t_wall_s, None, mark=mark, error=f"unparsable /metrics: {exc}")
+    prefix = _prefix(sums)
+    if prefix is None:
+        return Scrape(t_s, t_wall_s, None, mark=mark, process_start_s=sums.get(PROCESS_START))
+    counters = {k: sums[n] for k, n in COUNTER_NAMES[prefix].items() if n in sums}
+    gauges = {k: sums[n] for k, n in GAUGE_NAMES[prefix].items() if n in sums}
+    pp = per_pos_raw.get(PER_POS_NAMES.get(prefix, ""))
+    per_pos = tuple(pp.get(i, 0.0) for i in range(max(pp) + 1)) if pp else None
+    return Scrape(t_s, t_wall_s, prefix, counters, gauges, per_pos,
+                  process_start_s=sums.get(PROCESS_START), mark=mark)
+
+
+def _prefix(sums: dict[str, float]) -> str | None:
+    """The engine whose names answered most (a gateway could expose several)."""
+    best, hits = None, 0
+    for prefix in COUNTER_NAMES:
+        names = set(COUNTER_NAMES[prefix].values()) | set(GAUGE_NAMES[prefix].values())
+        n = sum(1 for name in names if name in sums)
+        if n > hits:
+            best, hits = prefix, n
+    return best
+
+
+def is_reset(a: Scrape, b: Scrape) -> bool:
+    """Did the engine restart between two scrapes (a counter went down, start time changed)?"""
+    if a.process_start_s is not None and b.process_start_s is not None \
+            and abs(b.process_start_s - a.process_start_s) > 1e-3:
+        return True
+    if any(k in a.counters and b.counters[k] < a.counters[k] for k in b.counters):
+        return True
+    if a.per_pos and b.per_pos:
+        if len(b.per_pos) < len(a.per_pos):
+            return True
+        return any(y < x for x, y in zip(a.per_pos, b.per_pos, strict=False))
+    return False
+
+
+def window_between(a: Scrape, b: Scrape, engine: str, interior: Sequence[Scrape] = (),
+                   flags: tuple[str, ...] = ()) -> EngineWindow:
+    """The engine window from scrape a to scrape b (epoch times). `interior` are the scrapes
+    strictly between them: their gauges give the mean running count of a long window, and a
+    restart seen between any two of them flags the whole window "reset"."""
+    gauges = [s.gauges for s in interior if not s.error] or [a.gauges, b.gauges]
+    running = _mean([g.get("running") for g in gauges])
+    waiting = _mean([g.get("waiting") for g in gauges])
+    printed: dict[str, float] = {}
+    for key, out in (("gen_throughput", "generation_throughput"), ("accept_length", "mal_reported")):
+        v = _mean([g.get(key) for g in gauges if g.get(key)])  # 0 = no decode in that interval
+        if v is not None:
+            printed[out] = v
+    if a.error or b.error:
+        return EngineWindow("prometheus", engine, a.t_wall_s, b.t_wall_s, running=running,
+                            waiting=waiting, printed=printed, flags=(*flags, "gap"))
+    chain = [a, *(s for s in interior if not s.error and s.prefix), b]
+    if any(is_reset(x, y) for x, y in zip(chain, chain[1:], strict=False)):
+        return EngineWindow("prometheus", engine, a.t_wall_s, b.t_wall_s, running=running,
+                            waiting=waiting, printed=printed, flags=(*flags, "reset"))
+    d = {k: b.counters[k] - a.counters[k] for k in b.counters if k in a.counters}
+    for key in ("batch_steps", "decode_s"):
+        if key in d:
+            printed[key] = d[key]
+    per_pos = None
+    if b.per_pos:
+        base = a.per_pos or ()
+        per_pos = tuple(int(round(y - (base[i] if i < len(base) else 0.0)))
+                        for i, y in enumerate(b.per_pos))
+    return EngineWindow(
+        "prometheus", engine, a.t_wall_s, b.t_wall_s,
+        generation_tokens=_int(d.get("generation_tokens")),
+        prompt_tokens=_int(d.get("prompt_tokens")),
+        drafts=_int(d.get("drafts")),
+        draft_tokens=_int(d.get("draft_tokens")),
+        accepted_tokens=_int(d.get("accepted_tokens")),
+        accepted_per_pos=per_pos,
+        running=running, waiting=waiting, printed=printed, flags=flags,
+    )
+
+
+def interval_windows(scrapes: Sequence[Scrape], engine: str) -> list[EngineWindow]:
+    """One window per pair of consecutive scrapes (engines that update counters continuously)."""
+    ok = [s for s in scrapes if s.prefix is not None or s.error]
+    return [window_between(a, b, engine) for a, b in zip(ok, ok[1:], strict=False) if b.t_s > a.t_s]
+
+
+def trial_windows(scrapes: Sequence[Scrape], engine: str) -> list[EngineWindow]:
+    """One window per trial, from its trial_start scrape to its trial_end scrape, flagged
+    "trial" (engines whose counters move when a request finishes)."""
+    starts = {s.mark.split(":", 1)[1]: i for i, s in enumerate(scrapes)
+              if s.mark and s.mark.startswith("trial_start:")}
+    out = []
+    for j, s in enumerate(scrapes):
+        if not (s.mark and s.mark.startswith("trial_end:")):
+            continue
+        i = starts.get(s.mark.split(":", 1)[1])
+        if i is None or j <= i:
+            continue
+        out.append(window_between(scrapes[i], s, engine, scrapes[i + 1:j], flags=("trial",)))
+    return out
+
+
+def windows_from_scrapes(scrapes: Sequence[Scrape], engine: str) -> list[EngineWindow]:
+    """The windows to store: whole-trial windows where counters move at request finish,
+    interval windows elsewhere."""
+    scrapes = sorted(scrapes, key=lambda s: s.t_s)
+    prefix = next((s.prefix for s in scrapes if s.prefix), None)
+    if prefix in FINISH_UPDATED:
+        return trial_windows(scrapes, engine)
+    return interval_windows(scrapes, engine)
+
+
+def count_resets(scrapes: Iterable[Scrape]) -> int:
+    ss = [s for s in sorted(scrapes, key=lambda s: s.t_s) if not s.error and s.prefix]
+    return sum(1 for a, b in zip(ss, ss[1:], strict=False) if is_reset(a, b))
+
+
+def _mean(xs: Iterable[float | None]) -> float | None:
+    v = [x for x in xs if x is not None]
+    return sum(v) / len(v) if v else None
+
+
+def _int(x: float | None) -> int | None:
+    return None if x is None else int(round(x))

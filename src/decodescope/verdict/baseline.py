@@ -1,0 +1,171 @@
+"""Named anchor baselines: a caliber with a band (and floor) of decode rate on a stack.
+
+The seed's acceptance method, step 3: "c1 out1280 = 96–107, a flat band … suspect the stack only
+if this anchor itself drops below 90". `baseline set` records such an anchor (given, or derived
+from stored runs' per-trial values); `check` probes the anchor caliber and compares.
+Stored in the run store's `baselines` table (spec_json carries everything but the name).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from decodescope.caliber.spec import Caliber
+from decodescope.errors import StoreError, UsageError
+from decodescope.store.db import Store
+from decodescope.store.runs import StoredRun
+from decodescope.verdict import thresholds as th
+from decodescope.verdict.side import side_from_runs
+
+SPEC_VERSION = 1  # spec_json layout; v1: band, floor, runs, source, values, length decay
+
+
+@dataclass(frozen=True)
+class Baseline:
+    name: str
+    created_at: float
+    caliber_ref: str
+    caliber_identity: str | None
+    band: tuple[float, float] | None  # decode tok/s, inclusive
+    floor: float | None  # decode tok/s; below it the stack is suspect
+    run_ids: tuple[int, ...] = ()
+    source: str = "client"  # which decode rate the numbers are: "engine" | "client"
+    values: tuple[float, ...] = ()  # per-trial values a derived band came from
+    length_decay_pct: float | None = None  # the runs' mean, % per 1K output tokens
+    derived: bool = False  # band derived from runs (not given)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["band"] = list(self.band) if self.band else None
+        return d
+
+    def spec(self) -> dict[str, Any]:
+        d = self.to_dict()
+        for k in ("name", "created_at", "caliber_ref"):
+            d.pop(k)
+        d["spec_version"] = SPEC_VERSION
+        return d
+
+    def band_text(self) -> str:
+        parts = []
+        if self.band:
+            parts.append(f"band {self.band[0]:.1f}–{self.band[1]:.1f}")
+        if self.floor is not None:
+            parts.append(f"floor {self.floor:.1f}")
+        return ", ".join(parts) + f" tok/s ({self.source} decode rate)"
+
+
+def parse_band(text: str) -> tuple[float, float]:
+    """'96-107' or '96–107' or '96..107' → (96.0, 107.0)."""
+    t = text.replace("–", "-").replace("..", "-").strip()
+    lo_s, sep, hi_s = t.partition("-")
+    try:
+        if not sep:
+            raise ValueError(text)
+        lo, hi = float(lo_s), float(hi_s)
+    except ValueError:
+        raise UsageError(f"bad band {text!r}", where="--band",
+                         remedy="Write LO-HI in decode tok/s, e.g. --band 96-107") from None
+    if not 0 < lo < hi:
+        raise UsageError(f"band {text!r} must satisfy 0 < LO < HI", where="--band",
+                         remedy="Write LO-HI in decode tok/s, e.g. --band 96-107")
+    return lo, hi
+
+
+def derive_band(values: Sequence[float]) -> tuple[float, float]:
+    """min..max of the per-trial values, padded by DERIVED_BAND_PAD each side."""
+    return (min(values) * (1 - th.DERIVED_BAND_PAD), max(values) * (1 + th.DERIVED_BAND_PAD))
+
+
+def derive_floor(band: tuple[float, float]) -> float:
+    return band[0] * (1 - th.FLOOR_BELOW_BAND)
+
+
+def make_baseline(name: str, caliber: Caliber, runs: Sequence[StoredRun], *,
+                  band: tuple[float, float] | None, floor: float | None,
+                  now: float | None = None) -> Baseline:
+    """Pure: validate and build a baseline (runs must carry their derived result)."""
+    if not name or any(c.isspace() for c in name) or name.isdigit() or "=" in name or "@" in name:
+        raise UsageError(f"bad baseline name {name!r}", where="baseline set",
+                         remedy="Use a word without spaces, '=', '@' or only digits, e.g. anchor-h200")
+    for run in runs:
+        if run.caliber_identity != caliber.identity:
+            raise UsageError(
+                f"run {run.id} was taken at {run.caliber_ref} ({run.caliber_identity}), not "
+                f"{caliber.ref} ({caliber.identity})", where="--from-runs",
+                remedy="A baseline pools runs of its own caliber only")
+    values: tuple[float, ...] = ()
+    source = "client"
+    decay = None
+    if runs:
+        side = side_from_runs(list(runs))
+        eng, cli = side.values("engine_decode_rate"), side.values("decode_rate")
+        source, vals = ("engine", eng) if len(eng) >= len(cli) and eng else ("client", cli)
+        if not vals:
+            raise UsageError("the runs have no per-trial decode rate", where="--from-runs",
+                             remedy="Use completed probe runs, or give --band / --floor")
+        values = tuple(vals)
+        decay = side.length_decay_pct
+    derived = band is None and bool(values)
+    if band is None and values:
+        band = derive_band(values)
+    if floor is None and band is not None:
+        floor = derive_floor(band)
+    if band is None and floor is None:
+        raise UsageError("a baseline needs --from-runs, --band or --floor", where="baseline set",
+                         remedy="e.g. decodescope baseline set anchor --caliber anchor-c1-out1280 "
+                                "--band 96-107 --floor 90")
+    if band is not None and floor is not None and floor > band[0]:
+        raise UsageError(f"floor {floor:g} is above the band's low end {band[0]:g}",
+                         where="--floor", remedy="The floor sits at or below the band")
+    return Baseline(name, now if now is not None else time.time(), caliber.ref, caliber.identity,
+                    band, floor, tuple(r.id for r in runs), source, values, decay, derived)
+
+
+def save_baseline(store: Store, b: Baseline) -> None:
+    with store.tx() as c:
+        c.execute("INSERT OR REPLACE INTO baselines (name, created_at, caliber_ref, spec_json)"
+                  " VALUES (?, ?, ?, ?)", (b.name, b.created_at, b.caliber_ref, json.dumps(b.spec())))
+
+
+def _from_row(name: str, created: float, ref: str, spec_json: str) -> Baseline:
+    s = json.loads(spec_json)
+    band = s.get("band")
+    return Baseline(name, created, ref, s.get("caliber_identity"),
+                    (float(band[0]), float(band[1])) if band else None, s.get("floor"),
+                    tuple(s.get("run_ids") or ()), s.get("source", "client"),
+                    tuple(s.get("values") or ()), s.get("length_decay_pct"),
+                    bool(s.get("derived")))
+
+
+def get_baseline(store: Store, name: str, *, missing_ok: bool = False) -> Baseline | None:
+    row = store.conn.execute("SELECT name, created_at, caliber_ref, spec_json FROM baselines"
+                             " WHERE name = ?", (name,)).fetchone()
+    if row is None:
+        if missing_ok:
+            return None
+        raise StoreError(f"no baseline named {name!r}", where=store.path,
+                         remedy="List them with `decodescope baseline list`; create one with "
+                                "`decodescope baseline set NAME --caliber C ...`")
+    return _from_row(*row)
+
+
+def list_baselines(store: Store) -> list[Baseline]:
+    rows = store.conn.execute("SELECT name, created_at, caliber_ref, spec_json FROM baselines"
+                              " ORDER BY name").fetchall()
+    return [_from_row(*r) for r in rows]
+
+
+def delete_baseline(store: Store, name: str) -> bool:
+    with store.tx() as c:
+        cur = c.execute("DELETE FROM baselines WHERE name = ?", (name,))
+        return cur.rowcount > 0
+
+
+def median(values: Sequence[float]) -> float | None:
+    return statistics.median(values) if values else None

@@ -1,0 +1,118 @@
+"""The evidence chain of a verdict, in the seed's style: one check, its result."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from decodescope.evidence import EvidenceRow
+from decodescope.verdict import thresholds as th
+from decodescope.verdict.bands import describe
+from decodescope.verdict.model import Context, changed_word
+from decodescope.verdict.side import Side
+from decodescope.verdict.stats import Change
+
+
+def _status(x: Change) -> str:
+    if x.status in ("no_data", "undecidable"):
+        return "unknown"
+    return "changed" if x.changed else "same"
+
+
+def evidence_rows(ctx: Context) -> list[EvidenceRow]:
+    b, c = ctx.baseline, ctx.current
+    d, m, s = ctx.changes["decode"], ctx.changes["mal"], ctx.changes["step_rate"]
+    cal = ctx.caliber
+    cal_status = "same" if cal.same else ("changed" if cal.same is False else "unknown")
+    diff_rows = [r for r in cal.rows if not r.same and r.element != "caliber"]
+    rows = [EvidenceRow("same caliber?", cal.text, cal_status,  # type: ignore[arg-type]
+                        "\n".join(f"{r.element}: {r.baseline} → {r.current}" for r in diff_rows)
+                        or None)]
+    mb, mc = b.median("mal"), c.median("mal")
+    if mb is not None or mc is not None:
+        same_band = (ctx.bands[0] is not None and ctx.bands[1] is not None
+                     and ctx.bands[0].name == ctx.bands[1].name)
+        band_status = "same" if same_band else (
+            "changed" if ctx.bands[0] and ctx.bands[1] else "unknown")
+        rows.append(EvidenceRow(
+            "what content does MAL imply?",
+            f"{describe(mb, ctx.band_table)} → {describe(mc, ctx.band_table)}",
+            band_status,  # type: ignore[arg-type]
+            "\n".join(f"{x.name} ({x.range_text}): {x.meaning}"
+                      for x in dict.fromkeys(bb for bb in ctx.bands if bb)) or None))
+    rows.append(EvidenceRow(f"decode rate changed? ({ctx.decode_source})", changed_word(d),
+                            _status(d)))  # type: ignore[arg-type]
+    rows.append(EvidenceRow("MAL changed?", changed_word(m), _status(m)))  # type: ignore[arg-type]
+    rows.append(EvidenceRow("step rate changed?", changed_word(s), _status(s)))  # type: ignore[arg-type]
+    dec = ctx.decomposition
+    if dec is not None:
+        rows.append(EvidenceRow(
+            "what carries the delta?", dec.describe(),
+            "same" if dec.split_known else "unknown",
+            f"ln(D2/D1) = {dec.log_decode:+.3f}"
+            + (f" = ln(S2/S1) {dec.log_step:+.3f} + ln(M2/M1) {dec.log_mal:+.3f}"
+               if dec.split_known else "")
+            + f"  [{dec.basis}]"))
+    if ctx.decode_source.startswith("mixed"):
+        rows.append(EvidenceRow(
+            "same decode source?", f"no: {ctx.decode_source}", "changed",
+            "client streaming timing reads lower than the engine's own samples (seed: client "
+            "94.1 vs engine 100+); only engine samples decide"))
+    rows.append(_foreign(b, c))
+    rb, rc = b.median("running"), c.median("running")
+    if rb is not None or rc is not None:
+        same_running = rb is not None and rc is not None and abs(rb - rc) < th.RUNNING_DIFF_IS_CONCURRENCY
+        rows.append(EvidenceRow(
+            "running requests (engine)", f"{_g(rb)} → {_g(rc)}",
+            "same" if same_running else ("unknown" if rb is None or rc is None else "changed")))
+    if b.simulated or c.simulated:
+        rows.append(EvidenceRow("simulated numbers?", "yes: "
+                                + ", ".join(x.name for x in (b, c) if x.simulated)
+                                + " came from the simulator", "unknown"))
+    if b.engine and c.engine and b.engine != c.engine:
+        rows.append(EvidenceRow("same engine?", f"no: {b.engine} → {c.engine}", "changed"))
+    if b.length_decay_pct is not None and c.length_decay_pct is not None:
+        delta = c.length_decay_pct - b.length_decay_pct
+        rows.append(EvidenceRow(
+            "length decay (per 1K output tokens)",
+            f"{b.length_decay_pct:+.1f}% → {c.length_decay_pct:+.1f}%",
+            "changed" if abs(delta) > th.LENGTH_DECAY_DELTA_PP else "same"))
+    rows.extend(fingerprint_rows(b, c))
+    return rows
+
+
+def _foreign(b: Side, c: Side) -> EvidenceRow:
+    flagged = [x.contamination for x in (b, c) if x.contamination]
+    if flagged:
+        return EvidenceRow("foreign load", "; ".join(str(f) for f in flagged), "changed")
+    if b.kind == "log" and c.kind == "log":
+        return EvidenceRow("foreign load", "not applicable to log windows (no probe); see running "
+                           "requests", "unknown")
+    return EvidenceRow("foreign load", "none seen", "same")
+
+
+def _g(v: float | None) -> str:
+    return "—" if v is None else f"{v:g}"
+
+
+def fingerprint_rows(b: Side, c: Side) -> list[EvidenceRow]:
+    """The fingerprint diff when both sides carry one; a single 'unknown' row otherwise."""
+    if b.fingerprint and c.fingerprint:
+        try:
+            return diff_fingerprint_dicts(b.fingerprint, c.fingerprint)
+        except Exception as exc:  # a fingerprint of another version must not break a verdict
+            return [EvidenceRow("stack fingerprint", "unknown: cannot compare", "unknown",
+                                f"{type(exc).__name__}: {exc}")]
+    if b.kind == "run" or c.kind == "run":
+        missing = [x.name for x in (b, c) if not x.fingerprint]
+        return [EvidenceRow("stack fingerprint", f"unknown: none stored for {', '.join(missing)}",
+                            "unknown",
+                            "log windows carry no fingerprint; probes store one unless "
+                            "--no-fingerprint" if any(x.kind == "log" for x in (b, c)) else None)]
+    return []
+
+
+def diff_fingerprint_dicts(a: dict[str, Any], b: dict[str, Any]) -> list[EvidenceRow]:
+    from decodescope.fingerprint.diff import diff_fingerprints
+    from decodescope.fingerprint.model import Fingerprint
+
+    return list(diff_fingerprints(Fingerprint.from_dict(a), Fingerprint.from_dict(b)))

@@ -1,0 +1,62 @@
+"""Value types shared by the verdict modules (triage, wording, evidence rows)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from decodescope.verdict.bands import Band
+from decodescope.verdict.decomposition import Decomposition
+from decodescope.verdict.side import Side
+from decodescope.verdict.stats import Change
+
+VerdictKind = Literal["CALIBER_MISMATCH", "REGRESSION", "IMPROVEMENT", "NO_CHANGE",
+                      "CONTAMINATED", "INCONCLUSIVE"]
+KINDS: tuple[VerdictKind, ...] = ("CALIBER_MISMATCH", "REGRESSION", "IMPROVEMENT", "NO_CHANGE",
+                                  "CONTAMINATED", "INCONCLUSIVE")
+
+
+@dataclass(frozen=True)
+class CaliberRow:
+    element: str
+    baseline: str
+    current: str
+
+    @property
+    def same(self) -> bool:
+        return self.baseline == self.current
+
+
+@dataclass(frozen=True)
+class CaliberComparison:
+    same: bool | None  # None: unknown (a log side) and nothing says they differ
+    text: str  # the answer to "same caliber?"
+    rows: tuple[CaliberRow, ...] = ()  # element by element, when both calibers are known
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the wording and evidence helpers need to phrase a decided verdict."""
+
+    kind: VerdictKind
+    cause: str | None
+    baseline: Side
+    current: Side
+    changes: dict[str, Change]
+    decomposition: Decomposition | None
+    caliber: CaliberComparison
+    bands: tuple[Band | None, Band | None]
+    decode_source: str
+    min_effect: float
+    trials_needed: int | None
+    band_table: Sequence[Band]
+
+
+def changed_word(x: Change) -> str:
+    """'yes: −12.0% (95% CI …): beyond noise' / 'no: …: not significant' / 'unknown: …'."""
+    if x.status == "no_data":
+        return "unknown: " + x.describe()
+    if x.status == "undecidable":
+        return "undecided: " + x.describe()
+    return ("yes: " if x.changed else "no: ") + x.describe()

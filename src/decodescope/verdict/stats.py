@@ -1,0 +1,239 @@
+"""Statistics of a comparison: Welch's interval for the relative change of per-trial values.
+
+Values are rates (> 0). The change is computed on their logarithms: the difference of mean
+logs is the log of the ratio of geometric means, its Welch interval maps back to a relative
+change with exp(), and log-differences add up (ln D = ln S + ln M), so the decomposition of
+decode rate into step rate and MAL uses the same numbers. The Student t quantile is computed
+numerically (regularized incomplete beta, Numerical Recipes §6.4) — no SciPy.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from decodescope.verdict import thresholds as th
+
+ChangeStatus = Literal[
+    "up",  # beyond noise and at least the minimum effect, upwards
+    "down",  # beyond noise and at least the minimum effect, downwards
+    "below_min_effect",  # beyond noise but smaller than the minimum effect
+    "not_significant",  # interval contains 0 and is narrow enough to say so
+    "undecidable",  # interval contains 0 but is too wide to rule out a change that matters
+    "no_data",  # fewer than MIN_UNITS values on a side
+]
+
+
+# -- Student t ---------------------------------------------------------------------------------
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction for the incomplete beta function (modified Lentz)."""
+    tiny, eps = 1e-300, 3e-16
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 400):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < eps:
+            break
+    return h
+
+
+def betainc(a: float, b: float, x: float) -> float:
+    """Regularized incomplete beta I_x(a, b)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    ln_front = (math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+                + a * math.log(x) + b * math.log1p(-x))
+    front = math.exp(ln_front)
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _betacf(a, b, x) / a
+    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
+
+
+def t_cdf(t: float, df: float) -> float:
+    """P(T <= t) for Student's t with df degrees of freedom (df may be fractional)."""
+    tail = 0.5 * betainc(df / 2.0, 0.5, df / (df + t * t))
+    return 1.0 - tail if t >= 0 else tail
+
+
+def t_quantile(p: float, df: float) -> float:
+    """The p-quantile of Student's t (0 < p < 1), by bisection on t_cdf."""
+    if not 0.0 < p < 1.0 or df <= 0:
+        raise ValueError("t_quantile needs 0 < p < 1 and df > 0")
+    if p < 0.5:
+        return -t_quantile(1.0 - p, df)
+    lo, hi = 0.0, 1.0
+    while t_cdf(hi, df) < p:
+        hi *= 2.0
+    for _ in range(200):
+        mid = (lo + hi) / 2.0
+        if t_cdf(mid, df) < p:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-10 * max(1.0, hi):
+            break
+    return (lo + hi) / 2.0
+
+
+def welch_df(v1: float, n1: int, v2: float, n2: int) -> float | None:
+    """Welch–Satterthwaite degrees of freedom; None when both variances are 0."""
+    a, b = v1 / n1, v2 / n2
+    den = (a * a / (n1 - 1) if a else 0.0) + (b * b / (n2 - 1) if b else 0.0)
+    if den == 0.0:
+        return None
+    return (a + b) ** 2 / den
+
+
+# -- relative change ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Change:
+    """Current vs baseline for one metric: ratio of geometric means with a Welch interval."""
+
+    metric: str
+    n_baseline: int
+    n_current: int
+    baseline: float | None  # geometric mean
+    current: float | None
+    rel: float | None  # current / baseline - 1
+    ci_lo: float | None  # relative, at `confidence`
+    ci_hi: float | None
+    df: float | None
+    confidence: float
+    min_effect: float
+    status: ChangeStatus
+    trials_needed: int | None  # per side, for an interval within ±MAX_CI_HALF_WIDTH
+    trials_for_min_effect: int | None = None  # per side, for an interval within ±min_effect
+
+    @property
+    def log_ratio(self) -> float | None:
+        return None if self.rel is None else math.log1p(self.rel)
+
+    @property
+    def half_width(self) -> float | None:
+        if self.ci_lo is None or self.ci_hi is None:
+            return None
+        return (self.ci_hi - self.ci_lo) / 2.0
+
+    @property
+    def changed(self) -> bool:
+        return self.status in ("up", "down")
+
+    def describe(self) -> str:
+        """'−39.4% (95% CI −41.0% … −37.7%)' plus the judgement, in words."""
+        if self.status == "no_data" or self.rel is None:
+            return f"no data (n = {self.n_baseline} vs {self.n_current}; needs ≥ {th.MIN_UNITS} each)"
+        ci = ""
+        if self.ci_lo is not None and self.ci_hi is not None:
+            ci = f" (95% CI {pct(self.ci_lo)} … {pct(self.ci_hi)})"
+        judgement = {
+            "up": "beyond noise",
+            "down": "beyond noise",
+            "below_min_effect": f"beyond noise but below the {self.min_effect:.0%} minimum effect",
+            "not_significant": "not significant",
+            "undecidable": "noise too high to decide",
+        }[self.status]
+        return f"{pct(self.rel)}{ci}: {judgement}"
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["half_width"] = self.half_width
+        return d
+
+
+def pct(x: float) -> str:
+    return f"{x * 100:+.1f}%".replace("-", "−")
+
+
+def positive(values: Sequence[float | None]) -> list[float]:
+    """The usable rate values: present, finite and > 0 (a rate of 0 is a failed unit)."""
+    return [float(v) for v in values if v is not None and math.isfinite(v) and v > 0]
+
+
+def relative_change(metric: str, baseline: Sequence[float | None], current: Sequence[float | None],
+                    *, min_effect: float = th.MIN_EFFECT, confidence: float = th.CONFIDENCE,
+                    max_half_width: float = th.MAX_CI_HALF_WIDTH) -> Change:
+    xs, ys = positive(baseline), positive(current)
+    n1, n2 = len(xs), len(ys)
+    if n1 < th.MIN_UNITS or n2 < th.MIN_UNITS:
+        g1 = _gmean(xs) if xs else None
+        g2 = _gmean(ys) if ys else None
+        rel = (g2 / g1 - 1.0) if (g1 and g2) else None
+        return Change(metric, n1, n2, g1, g2, rel, None, None, None, confidence, min_effect,
+                      "no_data", th.RECOMMENDED_TRIALS)
+    l1, l2 = [math.log(x) for x in xs], [math.log(y) for y in ys]
+    m1, m2 = statistics.fmean(l1), statistics.fmean(l2)
+    v1, v2 = statistics.variance(l1), statistics.variance(l2)
+    diff = m2 - m1
+    se = math.sqrt(v1 / n1 + v2 / n2)
+    df = welch_df(v1, n1, v2, n2)
+    if df is None:  # both sides constant: the interval is the point
+        lo_l = hi_l = diff
+    else:
+        t = t_quantile(0.5 + confidence / 2.0, df)
+        lo_l, hi_l = diff - t * se, diff + t * se
+    rel, lo, hi = math.expm1(diff), math.expm1(lo_l), math.expm1(hi_l)
+    status = _status(rel, lo, hi, min_effect, max_half_width)
+    sd1, sd2 = math.sqrt(v1), math.sqrt(v2)
+    return Change(metric, n1, n2, math.exp(m1), math.exp(m2), rel, lo, hi, df, confidence,
+                  min_effect, status, trials_needed(sd1, sd2, max_half_width, confidence),
+                  trials_needed(sd1, sd2, min_effect, confidence))
+
+
+def _status(rel: float, lo: float, hi: float, min_effect: float,
+            max_half_width: float) -> ChangeStatus:
+    if lo > 0 or hi < 0:
+        if abs(rel) < min_effect:
+            return "below_min_effect"
+        return "up" if rel > 0 else "down"
+    if (hi - lo) / 2.0 > max_half_width:
+        return "undecidable"
+    return "not_significant"
+
+
+def trials_needed(sd1: float, sd2: float, half_width: float,
+                  confidence: float = th.CONFIDENCE) -> int | None:
+    """Trials per side for a Welch interval of ±half_width (relative), given the observed
+    standard deviations of the log values; None when more than MAX_TRIALS_SUGGESTED."""
+    target = math.log1p(half_width)
+    if sd1 == 0.0 and sd2 == 0.0:
+        return th.MIN_UNITS
+    v1, v2 = sd1 * sd1, sd2 * sd2
+
+    def ok(n: int) -> bool:
+        df = welch_df(v1, n, v2, n) or float(2 * n - 2)
+        return t_quantile(0.5 + confidence / 2.0, df) * math.sqrt((v1 + v2) / n) <= target
+
+    lo, hi = th.MIN_UNITS, th.MAX_TRIALS_SUGGESTED
+    if not ok(hi):
+        return None
+    while lo < hi:  # the half-width shrinks monotonically with n: bisect
+        mid = (lo + hi) // 2
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def _gmean(xs: list[float]) -> float:
+    return math.exp(statistics.fmean(math.log(x) for x in xs))

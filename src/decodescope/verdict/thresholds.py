@@ -1,0 +1,50 @@
+"""Every threshold a verdict uses, in one place, each with its reason (docs/methodology.md)."""
+
+from __future__ import annotations
+
+from decodescope.analysis.contamination import CONTAMINATION_MARGIN
+
+# -- statistics --------------------------------------------------------------------------------
+CONFIDENCE = 0.95  # two-sided confidence level of every interval a verdict prints
+MIN_UNITS = 2  # trials (or engine windows) per side below which no interval can be computed
+RECOMMENDED_TRIALS = 3  # what `probe` defaults to: the smallest n with a usable Welch df
+# Smallest relative change that counts as a change at all (pyperf `compare_to --min-speed`
+# idea). 3 %: below the run-to-run spread of a single-stream decode rate on a quiet server.
+MIN_EFFECT = 0.03
+# A "no change" answer is only given when the 95 % interval is narrower than ±10 %: the seed's
+# anchor band is 96–107 tok/s and it says to suspect the stack only below 90 (≈ 10 % down), so
+# an interval wider than that could hide the regression a user cares about.
+MAX_CI_HALF_WIDTH = 0.10
+MAX_TRIALS_SUGGESTED = 1000  # "≥ N trials" beyond this is reported as "more than 1000"
+
+# -- decomposition -----------------------------------------------------------------------------
+# Below this |ln(D2/D1)| (≈ 0.5 %) shares of a delta are noise divided by noise: not printed.
+MIN_LOG_DELTA_FOR_SHARES = 0.005
+# MAL "carries" a delta when its share of ln(D2/D1) is at least this (the seed's case: ~95 %).
+MAL_CARRIES_SHARE = 0.5
+
+# -- contamination -----------------------------------------------------------------------------
+# Running requests the engine may show above what the probe sent before it counts as foreign
+# load, for runs stored without a contamination analysis: the same margin as
+# analysis.contamination (a gauge read one step late can still count our previous request).
+FOREIGN_RUNNING_TOLERANCE = CONTAMINATION_MARGIN
+# Log windows: two sides whose median running-request counts differ by at least this were
+# taken at different concurrency (a caliber element), e.g. the seed's "sampled while a
+# concurrent session was running code tasks" (running 2 vs 1).
+RUNNING_DIFF_IS_CONCURRENCY = 0.5
+
+# -- log windows -------------------------------------------------------------------------------
+# A log window counts as decode activity only with at least this many generated tokens; the
+# idle/partial windows around a request (a few tokens, or prompt-only) would dilute the rates.
+MIN_WINDOW_GENERATION_TOKENS = 1
+
+# -- anchor baselines (`baseline set`, `check`) ------------------------------------------------
+# A band derived from runs spans their per-trial min..max, padded by 2 % each side so the
+# baseline's own trials sit strictly inside it.
+DERIVED_BAND_PAD = 0.02
+# Derived floor: 6 % under the band's low end — the seed's anchor band 96–107 with "suspect the
+# stack only if this anchor drops below 90" (90 / 96 = 0.94).
+FLOOR_BELOW_BAND = 0.06
+# Length decay (% per 1K output tokens) differing from the baseline runs' by more than this many
+# percentage points is reported: decay is a stack property (the seed: NVFP4 flat, AWQ decays).
+LENGTH_DECAY_DELTA_PP = 3.0

@@ -1,0 +1,194 @@
+"""Triage: two sides → one verdict with its named cause, decomposition, evidence and next step.
+
+Decision order (docs/methodology.md, "Verdicts"):
+
+1. INCONCLUSIVE   either side has fewer than 2 trials / windows with a decode rate
+2. CONTAMINATED   either side's engine saw foreign load
+3. CALIBER_MISMATCH  caliber identities differ; for log windows (caliber unknown): the two
+                  sides' MAL bands name different content, or their running-request counts differ
+4. same caliber:
+   a. MAL and/or step rate changed beyond noise and by at least the minimum effect →
+      REGRESSION / IMPROVEMENT named after the component with the larger |log change|
+      ("acceptance" for MAL, "step rate" for step rate)
+   b. only the decode rate changed (no engine split available) → REGRESSION / IMPROVEMENT
+      ("decode rate", split unknown)
+   c. an interval too wide to rule out a ±10 % change → INCONCLUSIVE ("≥ N trials per side")
+   d. otherwise NO_CHANGE ("not significant")
+
+Pure: no I/O; `sides.py` builds the Side values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from decodescope.caliber.spec import element_table
+from decodescope.evidence import EvidenceRow
+from decodescope.verdict import thresholds as th
+from decodescope.verdict.bands import DEFAULT_BANDS, Band, classify, describe
+from decodescope.verdict.decomposition import Decomposition, decompose
+from decodescope.verdict.evidence_rows import evidence_rows
+from decodescope.verdict.model import (
+    CaliberComparison,
+    CaliberRow,
+    Context,
+    VerdictKind,
+    changed_word,
+)
+from decodescope.verdict.side import Side
+from decodescope.verdict.stats import Change, pct, relative_change
+from decodescope.verdict.wording import headline, next_steps
+
+
+@dataclass(frozen=True)
+class Verdict:
+    kind: VerdictKind
+    cause: str | None  # "step rate" | "acceptance" | "decode rate" | "caliber" | "foreign load" | ...
+    headline: str  # the answer, one line
+    explanation: tuple[str, ...]  # two or three lines under the headline
+    baseline: Side
+    current: Side
+    decode_source: str  # "engine" | "client" | "mixed (…)"
+    changes: dict[str, Change]  # decode, mal, step_rate
+    decomposition: Decomposition | None
+    caliber: CaliberComparison
+    bands: tuple[Band | None, Band | None]
+    evidence: tuple[EvidenceRow, ...]
+    next_steps: tuple[str, ...]
+    min_effect: float
+    trials_needed: int | None = None
+    notes: tuple[str, ...] = field(default=())
+    band_table: tuple[Band, ...] = DEFAULT_BANDS
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind} ({self.cause})" if self.kind in ("REGRESSION", "IMPROVEMENT") and self.cause else self.kind
+
+    @property
+    def exit_code(self) -> int:
+        from decodescope.verdict import for_verdict
+
+        return int(for_verdict(self))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "verdict": self.kind, "cause": self.cause, "label": self.label,
+            "exit_code": self.exit_code, "headline": self.headline,
+            "explanation": list(self.explanation),
+            "baseline": self.baseline.to_dict(), "current": self.current.to_dict(),
+            "decode_source": self.decode_source,
+            "changes": {k: v.to_dict() for k, v in self.changes.items()},
+            "decomposition": self.decomposition.to_dict() if self.decomposition else None,
+            "caliber": {"same": self.caliber.same, "text": self.caliber.text,
+                        "rows": [{"element": r.element, "baseline": r.baseline,
+                                  "current": r.current, "same": r.same} for r in self.caliber.rows]},
+            "bands": [b.to_dict() if b else None for b in self.bands],
+            "evidence": [r.to_dict() for r in self.evidence],
+            "next_steps": list(self.next_steps), "min_effect": self.min_effect,
+            "trials_needed": self.trials_needed, "notes": list(self.notes),
+        }
+
+
+def triage(baseline: Side, current: Side, *, min_effect: float = th.MIN_EFFECT,
+           bands: Sequence[Band] = DEFAULT_BANDS) -> Verdict:
+    decode_source, decode = _decode_change(baseline, current, min_effect)
+    changes = {
+        "decode": decode,
+        "mal": relative_change("MAL", baseline.values("mal"), current.values("mal"),
+                               min_effect=min_effect),
+        "step_rate": relative_change("step rate", baseline.values("step_rate"),
+                                     current.values("step_rate"), min_effect=min_effect),
+    }
+    dec = decompose(baseline, current, changes)
+    band_b = classify(baseline.median("mal"), bands)
+    band_c = classify(current.median("mal"), bands)
+    cal = compare_calibers(baseline, current, bands)
+    kind, cause, needed = _decide(baseline, current, changes, cal)
+    ctx = Context(kind, cause, baseline, current, changes, dec, cal, (band_b, band_c), decode_source,
+               min_effect, needed, bands)
+    head, expl = headline(ctx)
+    return Verdict(
+        kind=kind, cause=cause, headline=head, explanation=tuple(expl), baseline=baseline,
+        current=current, decode_source=decode_source, changes=changes, decomposition=dec,
+        caliber=cal, bands=(band_b, band_c), evidence=tuple(evidence_rows(ctx)),
+        next_steps=tuple(next_steps(ctx)), min_effect=min_effect, trials_needed=needed,
+        notes=baseline.notes + current.notes, band_table=tuple(bands),
+    )
+
+
+def _decode_change(b: Side, c: Side, min_effect: float) -> tuple[str, Change]:
+    """Engine numbers decide when both sides have them; else the client's; else mixed."""
+    eb, ec = b.values("engine_decode_rate"), c.values("engine_decode_rate")
+    cb, cc = b.values("decode_rate"), c.values("decode_rate")
+    n = th.MIN_UNITS
+    if len(eb) >= n and len(ec) >= n:
+        return "engine", relative_change("decode rate", eb, ec, min_effect=min_effect)
+    if len(cb) >= n and len(cc) >= n:
+        return "client", relative_change("decode rate", cb, cc, min_effect=min_effect)
+    xb, sb = (eb, "engine") if len(eb) >= len(cb) else (cb, "client")
+    xc, sc = (ec, "engine") if len(ec) >= len(cc) else (cc, "client")
+    source = sb if sb == sc else f"mixed ({sb} baseline, {sc} current)"
+    return source, relative_change("decode rate", xb, xc, min_effect=min_effect)
+
+
+def compare_calibers(b: Side, c: Side, bands: Sequence[Band] = DEFAULT_BANDS) -> CaliberComparison:
+    if b.caliber_identity and c.caliber_identity:
+        rows: tuple[CaliberRow, ...] = ()
+        if b.caliber is not None and c.caliber is not None:
+            tb, tc = element_table(b.caliber), element_table(c.caliber)
+            rows = (CaliberRow("caliber", b.caliber.ref, c.caliber.ref),
+                    *(CaliberRow(e, vb, vc) for (e, vb), (_, vc) in zip(tb, tc, strict=True)))
+        else:
+            rows = (CaliberRow("caliber", str(b.caliber_ref), str(c.caliber_ref)),)
+        if b.caliber_identity == c.caliber_identity:
+            return CaliberComparison(True, f"yes ({b.caliber_ref}, identity {b.caliber_identity})", rows)
+        diff = [r for r in rows if not r.same and r.element != "caliber"]
+        what = ", ".join(f"{r.element} {r.baseline} → {r.current}" for r in diff[:3])
+        more = f" (+{len(diff) - 3} more)" if len(diff) > 3 else ""
+        text = (f"no: {b.caliber_ref} ({b.caliber_identity}) vs {c.caliber_ref} "
+                f"({c.caliber_identity})" + (f"; {what}{more}" if what else ""))
+        return CaliberComparison(False, text, rows)
+    # At least one side is a log window: its caliber is unknown. MAL bands and concurrency speak.
+    mb, mc = b.median("mal"), c.median("mal")
+    bb, bc = classify(mb, bands), classify(mc, bands)
+    rb, rc = b.median("running"), c.median("running")
+    if rb is not None and rc is not None and abs(rb - rc) >= th.RUNNING_DIFF_IS_CONCURRENCY:
+        return CaliberComparison(False, f"unknown for log windows; running requests differ "
+                                        f"({rb:g} → {rc:g}): a different concurrency")
+    if bb is not None and bc is not None:
+        if bb.name != bc.name:
+            return CaliberComparison(False, f"unknown for log windows; MAL bands say different "
+                                            f"content ({bb.name} → {bc.name})")
+        return CaliberComparison(None, f"unknown for log windows; MAL bands say the same "
+                                       f"content ({bb.name})")
+    return CaliberComparison(None, "unknown for log windows; MAL bands say "
+                                   f"{describe(mb, bands)} → {describe(mc, bands)}")
+
+
+def _decide(b: Side, c: Side, ch: dict[str, Change], cal: CaliberComparison
+            ) -> tuple[VerdictKind, str | None, int | None]:
+    d, m, s = ch["decode"], ch["mal"], ch["step_rate"]
+    if d.status == "no_data":
+        return "INCONCLUSIVE", f"too few {b.unit_name}s/{c.unit_name}s", th.RECOMMENDED_TRIALS
+    if b.contamination or c.contamination:
+        return "CONTAMINATED", "foreign load", None
+    if cal.same is False:
+        return "CALIBER_MISMATCH", "caliber", None
+    moved = [x for x in (m, s) if x.changed]
+    if moved:
+        top = max(moved, key=lambda x: abs(x.log_ratio or 0.0))
+        kind: VerdictKind = "REGRESSION" if (top.rel or 0.0) < 0 else "IMPROVEMENT"
+        return kind, ("acceptance" if top is m else "step rate"), None
+    if d.changed:
+        return ("REGRESSION" if (d.rel or 0.0) < 0 else "IMPROVEMENT"), "decode rate", None
+    wide = [x for x in (d, m, s) if x.status == "undecidable"]
+    if wide:
+        needed = [x.trials_needed for x in wide]
+        return "INCONCLUSIVE", "noise", (None if None in needed else max(n or 0 for n in needed))
+    return "NO_CHANGE", None, None
+
+
+__all__ = ["CaliberComparison", "CaliberRow", "Verdict", "VerdictKind", "changed_word",
+           "compare_calibers", "pct", "triage"]

@@ -1,0 +1,196 @@
+"""The words of a verdict: the answer first, two or three lines of why, then the next step."""
+
+from __future__ import annotations
+
+from decodescope.verdict import thresholds as th
+from decodescope.verdict.decomposition import share
+from decodescope.verdict.model import Context
+from decodescope.verdict.side import Side
+from decodescope.verdict.stats import Change, pct
+
+# Built-in calibers that reproduce each MAL band's content, for "probe the same caliber".
+CALIBER_FOR_BAND = {
+    "code-like": "parity-code-32k",
+    "ordinary text": "anchor-c1-out1280",
+}
+
+
+def _n(v: float | None, fmt: str = "{:.1f}") -> str:
+    return "—" if v is None else fmt.format(v)
+
+
+def _decode_key(ctx: Context, side: Side) -> str:
+    if ctx.decode_source == "engine":
+        return "engine_decode_rate"
+    if ctx.decode_source == "client":
+        return "decode_rate"
+    return "engine_decode_rate" if side.values("engine_decode_rate") else "decode_rate"
+
+
+def _arrow(ctx: Context, metric: str, fmt: str = "{:.1f}") -> str:
+    if metric == "decode":
+        b = ctx.baseline.median(_decode_key(ctx, ctx.baseline))
+        c = ctx.current.median(_decode_key(ctx, ctx.current))
+    else:
+        b, c = ctx.baseline.median(metric), ctx.current.median(metric)
+    return f"{_n(b, fmt)} → {_n(c, fmt)}"
+
+
+def _dir(x: Change) -> str:
+    return "down" if (x.rel or 0.0) < 0 else "up"
+
+
+def headline(ctx: Context) -> tuple[str, list[str]]:
+    d, m, s = ctx.changes["decode"], ctx.changes["mal"], ctx.changes["step_rate"]
+    dec = ctx.decomposition
+    lines: list[str] = []
+    drop = "drop" if (d.rel or 0.0) < 0 else "rise"
+    step_line = (f"step rate {_arrow(ctx, 'step_rate')} steps/s: {s.describe()}."
+                 if s.status != "no_data" else
+                 "step rate unknown: needs engine numbers (drafts per second) on both sides.")
+    if ctx.kind == "CALIBER_MISMATCH":
+        if s.changed:
+            head = (f"CALIBER MISMATCH — not like-for-like, and step rate is also {_dir(s)} "
+                    f"{pct(abs(s.rel or 0.0)).lstrip('+')}: probe the same caliber before calling it.")
+        elif s.status == "no_data":
+            head = "CALIBER MISMATCH — not like-for-like; the numbers cannot be compared."
+        else:
+            head = "NOT A REGRESSION — caliber mismatch." if (d.rel or 0) < 0 else \
+                "NOT AN IMPROVEMENT — caliber mismatch."
+        if dec and dec.share_mal is not None:
+            against = s.changed and (dec.share_step or 0.0) < 0
+            carried = ("more than carried by MAL" if against and dec.share_mal > 1.0
+                       else "carried by MAL" if dec.share_mal >= th.MAL_CARRIES_SHARE
+                       else "only partly carried by MAL")
+            other = "; step rate moved the other way" if against else ""
+            lines.append(f"The {_arrow(ctx, 'decode')} tok/s {drop} ({pct(d.rel or 0.0)}) is "
+                         f"{carried} ({_arrow(ctx, 'mal', '{:.2f}')}, {share(dec.share_mal)} of the "
+                         f"log-delta{other});")
+        elif m.status != "no_data" or ctx.baseline.median("mal") is not None:
+            lines.append(f"Decode {_arrow(ctx, 'decode')} tok/s ({pct(d.rel or 0.0)}); MAL "
+                         f"{_arrow(ctx, 'mal', '{:.2f}')}.")
+        else:
+            lines.append(f"Decode {_arrow(ctx, 'decode')} tok/s ({pct(d.rel or 0.0)}); the "
+                         "split into step rate × MAL is unknown without engine numbers.")
+        lines.append(step_line)
+        lines.append(f"Calibers: {ctx.caliber.text}.")
+    elif ctx.kind in ("REGRESSION", "IMPROVEMENT"):
+        word = ctx.kind
+        if ctx.cause == "step rate":
+            head = (f"{word} — step rate {_dir(s)} {pct(abs(s.rel or 0.0)).lstrip('+')} at the "
+                    f"same caliber (engine / hardware side).")
+        elif ctx.cause == "acceptance":
+            head = (f"{word} — acceptance: MAL {_dir(m)} {pct(abs(m.rel or 0.0)).lstrip('+')} at "
+                    f"the same caliber.")
+        else:
+            head = (f"{word} — decode rate {_dir(d)} {pct(abs(d.rel or 0.0)).lstrip('+')} at the "
+                    f"same caliber; the split into step rate × MAL is "
+                    f"{'unknown' if not (dec and dec.split_known) else 'within noise on each part'}.")
+        lines.append(f"Decode {_arrow(ctx, 'decode')} tok/s: {d.describe()}.")
+        if m.status != "no_data":
+            lines.append(f"MAL {_arrow(ctx, 'mal', '{:.2f}')}: {m.describe()}; {step_line}")
+        if dec and dec.split_known and dec.share_mal is not None:
+            lines.append(dec.describe() + ".")
+        if ctx.caliber.same is None:
+            lines.append(f"Calibers: {ctx.caliber.text}.")
+    elif ctx.kind == "NO_CHANGE":
+        if d.status == "below_min_effect":
+            head = (f"NO CHANGE — decode {_arrow(ctx, 'decode')} tok/s, {d.describe()}.")
+        else:
+            head = f"NO CHANGE — decode {_arrow(ctx, 'decode')} tok/s, {pct(d.rel or 0.0)}: not significant."
+        if d.ci_lo is not None and d.ci_hi is not None:
+            bound = max(abs(d.ci_lo), abs(d.ci_hi))
+            lines.append(f"95% CI {pct(d.ci_lo)} … {pct(d.ci_hi)}: a change larger than "
+                         f"{bound:.1%} is ruled out; smaller ones are not.")
+        if m.status != "no_data":
+            lines.append(f"MAL {_arrow(ctx, 'mal', '{:.2f}')}: {m.describe()}; {step_line}")
+        if ctx.caliber.same is None:
+            lines.append(f"Calibers: {ctx.caliber.text}.")
+    elif ctx.kind == "CONTAMINATED":
+        why = ctx.baseline.contamination or ctx.current.contamination
+        head = f"CONTAMINATED — foreign load: {why}."
+        lines.append("Another client's requests shared the engine: step rate and decode rate are "
+                     "not those of the probe alone, so no comparison is made.")
+    else:  # INCONCLUSIVE
+        if d.status == "no_data":
+            few = [f"{x.name} has {n} {x.unit_name}{'' if n == 1 else 's'}"
+                   for x, n in ((ctx.baseline, d.n_baseline), (ctx.current, d.n_current))
+                   if n < th.MIN_UNITS]
+            head = (f"INCONCLUSIVE — {'; '.join(few)} with a decode rate: ≥ {th.MIN_UNITS} per side "
+                    f"are needed ({th.RECOMMENDED_TRIALS} recommended).")
+            lines.append("Without a spread on each side no confidence interval can be computed, "
+                         "and an interval that cannot be computed is never called significant.")
+        else:
+            ci = (f" (95% CI {pct(d.ci_lo)} … {pct(d.ci_hi)})"
+                  if d.ci_lo is not None and d.ci_hi is not None else "")
+            head = f"INCONCLUSIVE — noise too high to decide: decode {pct(d.rel or 0.0)}{ci}."
+            need = (f"≥ {ctx.trials_needed} {ctx.baseline.unit_name}s per side"
+                    if ctx.trials_needed else f"more than {th.MAX_TRIALS_SUGGESTED} per side")
+            lines.append(f"What would decide it: {need} (from the observed variance) to narrow the "
+                         f"95% CI to ±{th.MAX_CI_HALF_WIDTH:.0%}, or a quieter server.")
+        if ctx.caliber.same is False:
+            lines.append(f"Note: the calibers differ too ({ctx.caliber.text}).")
+    return head, lines
+
+
+def _url(ctx: Context) -> str:
+    return ctx.current.url or ctx.baseline.url or "URL"
+
+
+def _ref(ctx: Context) -> str | None:
+    ref = ctx.baseline.caliber_ref or ctx.current.caliber_ref
+    if ref:
+        return ref
+    band = ctx.bands[0] or ctx.bands[1]
+    return CALIBER_FOR_BAND.get(band.name) if band else None
+
+
+def next_steps(ctx: Context) -> list[str]:
+    url, ref = _url(ctx), _ref(ctx)
+    cal = ref or "NAME"
+    probe = f"decodescope probe {url} --caliber {cal}"
+    sel_b = ctx.baseline.name.removeprefix("run ") if ctx.baseline.kind == "run" else ctx.baseline.name
+    if ctx.kind == "CALIBER_MISMATCH":
+        if ctx.baseline.caliber_ref:
+            return ["To compare with the baseline's number, probe its caliber on the current stack "
+                    "and triage again:",
+                    f"  {probe} --trials {th.RECOMMENDED_TRIALS}",
+                    f"  decodescope triage last --baseline {sel_b}"]
+        return [f"To compare like-for-like, probe one fixed caliber on both stacks "
+                f"({'matching the baseline: ' + cal if ref else 'see decodescope calibers list'}):",
+                f"  {probe} --trials {th.RECOMMENDED_TRIALS}"]
+    if ctx.kind == "REGRESSION" and ctx.cause == "step rate":
+        fp = ("The fingerprint diff above lists what changed (launch cmdline, engine version, "
+              "packages, backend lines, GPU clocks)."
+              if ctx.baseline.fingerprint and ctx.current.fingerprint else
+              "No fingerprint on both sides: probe again without --no-fingerprint to see what "
+              "changed (launch cmdline, engine version, packages, GPU clocks).")
+        return ["The step rate fell at the same caliber: an engine, launch or hardware change.", fp,
+                f"  {probe} --trials {th.RECOMMENDED_TRIALS}   # re-measure to confirm"]
+    if ctx.kind == "REGRESSION" and ctx.cause == "acceptance":
+        return ["MAL fell at the same caliber: compare the speculative-decoding settings (method, "
+                "draft model, number of speculative tokens) and the sampling defaults; the launch "
+                "cmdline row of the evidence shows flag changes.",
+                f"  {probe} --trials {th.RECOMMENDED_TRIALS}   # re-measure to confirm"]
+    if ctx.kind in ("REGRESSION", "IMPROVEMENT") and ctx.cause == "decode rate":
+        return ["Engine numbers would split this into step rate × MAL: probe with /metrics "
+                "reachable (or --log ENGINE_LOG) on both sides:",
+                f"  {probe} --trials {th.RECOMMENDED_TRIALS}"]
+    if ctx.kind == "IMPROVEMENT":
+        runs = ",".join(map(str, ctx.current.run_ids)) or "RUNS"
+        return ["If the change is intended, make it the new anchor:",
+                f"  decodescope baseline set NAME --caliber {cal} --from-runs {runs}"]
+    if ctx.kind == "NO_CHANGE":
+        d = ctx.changes["decode"]
+        out = ["Nothing to do: the two numbers agree within noise."]
+        if d.half_width is not None and d.half_width > ctx.min_effect and d.trials_for_min_effect:
+            out.append(f"To resolve a ±{ctx.min_effect:.0%} change, run ≥ {d.trials_for_min_effect} "
+                       f"trials per side:")
+            out.append(f"  {probe} --trials {d.trials_for_min_effect}")
+        return out
+    if ctx.kind == "CONTAMINATED":
+        return ["Re-measure while no other client uses the engine (running requests in /metrics "
+                "should equal the probe's concurrency):",
+                f"  {probe} --trials {th.RECOMMENDED_TRIALS}"]
+    n = ctx.trials_needed or th.RECOMMENDED_TRIALS
+    return [f"Measure {n} or more trials on each side:", f"  {probe} --trials {n}"]

@@ -1,0 +1,187 @@
+"""Fingerprint diff → evidence rows in the seed's terms; unknown whenever a side lacks data."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from decodescope.evidence import EvidenceRow, render_rows
+from decodescope.fingerprint.diff import cmdline_changes, diff_fingerprints, parse_cmdline
+from decodescope.fingerprint.model import Fingerprint, Item
+from decodescope.fingerprint.nvml import NO_LOAD_LABEL
+
+
+def fp(**sections: dict[str, Any]) -> Fingerprint:
+    """Sections of plain values (collected) or Item objects."""
+    return Fingerprint(taken_at="2026-09-15T23:30:00+00:00", url="http://127.0.0.1:8000",
+                       sections={s: {k: v if isinstance(v, Item) else Item.ok(v)
+                                     for k, v in items.items()}
+                                 for s, items in sections.items()})
+
+
+def rows(a: Fingerprint, b: Fingerprint) -> dict[str, EvidenceRow]:
+    return {r.check: r for r in diff_fingerprints(a, b)}
+
+
+BASE_CMD = ["/venv/bin/python3", "/venv/bin/vllm", "serve", "qwen-flash-nvfp4", "--port", "8000",
+            "-tp", "2", "--speculative-config", '{"method":"mtp","num_speculative_tokens":6}']
+
+
+def test_every_row_unknown_for_empty_fingerprints() -> None:
+    out = diff_fingerprints(fp(), fp())
+    assert {r.status for r in out} == {"unknown"}
+    assert len(out) == 10
+
+
+def test_cmdline_argument_level_difference() -> None:
+    assert cmdline_changes(["llama-server", "-m", "x.gguf", "-t", "2", "--metrics"],
+                           ["llama-server", "-m", "x.gguf", "-t", "1", "--spec-type",
+                            "ngram-simple"]) == [
+        "-t 2 → -t 1", "- --metrics", "+ --spec-type ngram-simple"]
+    # --opt=v and --opt v read the same; negative numbers are values, not options.
+    assert cmdline_changes(["s", "--port=8000", "--x", "-1"], ["s", "--port", "8000", "--x", "-1"]) == []
+    assert parse_cmdline(["a", "--flag", "--k", "v", "b"]) == (["a", "b"], {"--flag": [None],
+                                                                          "--k": ["v"]})
+    r = rows(fp(process={"cmdline": BASE_CMD}),
+             fp(process={"cmdline": [*BASE_CMD[:6], "-tp", "1", *BASE_CMD[8:]]}))
+    row = r["same launch cmdline?"]
+    assert row.status == "changed" and row.result == "no: -tp 2 → -tp 1"
+    same = rows(fp(process={"cmdline": BASE_CMD}), fp(process={"cmdline": list(BASE_CMD)}))
+    assert same["same launch cmdline?"].status == "same"
+
+
+def test_backend_lines_line_by_line() -> None:
+    lines = ["Using 'MARLIN' NvFp4 MoE backend out of potential backends: ['MARLIN']",
+             "Using TRITON Unquantized MoE backend out of potential backends: ['TRITON']"]
+    r = rows(fp(backend={"lines": lines}), fp(backend={"lines": list(reversed(lines))}))
+    assert r["same backend selection?"].status == "same"
+    changed = ["Using 'FLASHINFER_CUTLASS' NvFp4 MoE backend out of potential backends: []",
+               lines[1]]
+    row = rows(fp(backend={"lines": lines}), fp(backend={"lines": changed}))["same backend selection?"]
+    assert row.status == "changed"
+    assert row.detail is not None and f"- {lines[0]}" in row.detail
+    assert f"+ {changed[0]}" in row.detail
+    row = rows(fp(backend={"lines": lines}), fp())["same backend selection?"]
+    assert row.status == "unknown" and "current" in (row.detail or "")
+
+
+def pkg(mtime: float, iso: str, **kw: Any) -> dict[str, Any]:
+    return {"name": "vllm", "version": "0.11.2.dev499", "location": "/venv/site-packages/vllm",
+            "editable": False, "newest_mtime": mtime, "newest_mtime_iso": iso,
+            "newest_file": "vllm/x.py", "files_scanned": 3000, "truncated": False, **kw}
+
+
+def test_engine_package_modified() -> None:
+    a = fp(packages={"engine_package": pkg(1.0, "2026-09-08T10:00:00+00:00")})
+    same = rows(a, fp(packages={"engine_package": pkg(1.0, "2026-09-08T10:00:00+00:00")}))
+    row = same["was the engine package modified?"]
+    assert row.status == "same"
+    assert row.result == "no (vllm 0.11.2.dev499, files unchanged since 2026-09-08 10:00)"
+    row = rows(a, fp(packages={"engine_package": pkg(2.0, "2026-09-15T23:24:00+00:00")}))[
+        "was the engine package modified?"]
+    assert row.status == "changed" and "2026-09-08 10:00 → 2026-09-15 23:24" in row.result
+    row = rows(a, fp(packages={"engine_package": pkg(1.0, "2026-09-08T10:00:00+00:00",
+                                                     truncated=True)}))[
+        "was the engine package modified?"]
+    assert row.status == "unknown"
+    binary = {"path": "/opt/llama-server", "size_bytes": 10, "mtime": 5.0,
+              "mtime_iso": "2026-09-01T00:00:00+00:00"}
+    row = rows(fp(packages={"engine_binary": binary}),
+               fp(packages={"engine_binary": {**binary, "mtime": 6.0}}))[
+        "was the engine package modified?"]
+    assert row.status == "changed"
+
+
+def ref(referenced: bool | None, hits: int = 0) -> dict[str, Any]:
+    return {"pythonpath_entries": [], "binary_inside_repo": False, "sys_path_entries": [],
+            "pth_hits": [], "referenced": referenced,
+            "package_grep": {"dir": "/venv/vllm", "needles": ["Qwen-Flash-SM80-170HX"],
+                             "hits": ["x"] * hits, "files_scanned": 3120, "truncated": False}}
+
+
+def test_watched_repo_reference_rows() -> None:
+    key = "/src/Qwen-Flash-SM80-170HX"
+    a = fp(repos={f"referenced:{key}": ref(False),
+                  f"git:{key}": {"sha": "78c9a59", "subject": "x"}})
+    b = fp(repos={f"referenced:{key}": ref(False),
+                  f"git:{key}": {"sha": "d73d882", "subject": "y", "describe": "v0.1.7"}})
+    row = rows(a, b)["does the stack reference the watched repo?"]
+    assert row.status == "same"
+    assert row.result == ("Qwen-Flash-SM80-170HX: no (PYTHONPATH no, .pth no, grep of engine "
+                          "package: 0 hits in 3120 files)")
+    assert row.detail == "repo HEAD moved 78c9a59 → d73d882 (v0.1.7)"
+    row = rows(a, fp(repos={f"referenced:{key}": ref(True, hits=2)}))[
+        "does the stack reference the watched repo?"]
+    assert row.status == "changed" and row.result.startswith("Qwen-Flash-SM80-170HX: yes")
+    row = rows(fp(), b)["does the stack reference the watched repo?"]
+    assert row.status == "unknown"
+
+
+def gpu(offset: int, median: float | None, label: str = "probe", reasons: tuple[str, ...] = ()
+        ) -> dict[str, Any]:
+    items: dict[str, Any] = {"gpu0.name": "NVIDIA H200", "gpu0.gpc_clock_offset_mhz": offset,
+                             "gpu0.mem_clock_offset_mhz": 0,
+                             "gpu0.applications_clocks_mhz": {"sm": 1980, "mem": 3201},
+                             "gpu0.enforced_power_limit_w": 700.0,
+                             "gpu0.throttle_reasons_sampled": list(reasons)}
+    if median is not None:
+        items["gpu0.sm_clock_sampled_mhz"] = {"min": median - 5, "median": median,
+                                              "max": median + 5, "n": 50, "during": label}
+    return items
+
+
+def test_gpu_clocks_and_offsets() -> None:
+    check = "GPU clocks and offsets in place?"
+    row = rows(fp(gpu=gpu(200, 1400)), fp(gpu=gpu(200, 1395)))[check]
+    assert row.status == "same"  # the seed: 1395 MHz under the 1400 lock, offset +200 kept
+    assert "GPU0 SM clock offset +200 MHz" in row.result
+    row = rows(fp(gpu=gpu(200, 1400)), fp(gpu=gpu(0, 1400)))[check]
+    assert row.status == "changed" and "GPU0 SM clock offset +200 → +0 MHz" in row.result
+    row = rows(fp(gpu=gpu(200, 1400)), fp(gpu=gpu(200, 1200)))[check]
+    assert row.status == "changed" and "1400 → 1200 MHz" in row.result
+    row = rows(fp(gpu=gpu(200, 1400)), fp(gpu=gpu(200, 1400, reasons=("hw_slowdown",))))[check]
+    assert row.status == "changed" and "hw_slowdown" in row.result
+    # gpu_idle is not a lost tuning.
+    row = rows(fp(gpu=gpu(200, 1400)), fp(gpu=gpu(200, 1400, reasons=("gpu_idle",))))[check]
+    assert row.status == "same"
+    # A fingerprint's own short sample (no probe load) is never compared with a probe's.
+    row = rows(fp(gpu=gpu(200, 345, label=NO_LOAD_LABEL)), fp(gpu=gpu(200, 1400)))[check]
+    assert row.status == "same" and "not compared" in (row.detail or "")
+    row = rows(fp(gpu={"nvml": Item.missing("nvidia-ml-py is not installed")}),
+               fp(gpu=gpu(200, 1400)))[check]
+    assert row.status == "unknown" and "nvidia-ml-py" in (row.detail or "")
+
+
+def test_host_engine_model_rows() -> None:
+    a = fp(host={"hostname": "gpu-box", "kernel": "6.1"},
+           endpoint={"engine": "vllm", "engine_version": "0.11.2", "models": ["m"],
+                     "model_card": {"id": "m", "max_model_len": 32768}})
+    b = fp(host={"hostname": "gpu-box", "kernel": "6.2"},
+           endpoint={"engine": "vllm", "engine_version": "0.11.3", "models": ["m"],
+                     "model_card": {"id": "m", "max_model_len": 65536}})
+    r = rows(a, b)
+    assert r["same host"].status == "changed" and "kernel 6.1 → 6.2" in r["same host"].result
+    assert r["engine version"].result == "vllm 0.11.2 → vllm 0.11.3"
+    assert r["served model"].status == "changed" and "max_model_len" in r["served model"].result
+    r = rows(a, a)
+    assert r["engine version"].result == "same (vllm 0.11.2)"
+    assert r["served model"].result == "same (m)"
+
+
+def test_env_row() -> None:
+    r = rows(fp(process={"env": {"VLLM_USE_V1": "1", "HF_TOKEN": "<redacted>"}}),
+             fp(process={"env": {"VLLM_USE_V1": "0", "CUDA_VISIBLE_DEVICES": "0,1"}}))
+    row = r["same engine environment?"]
+    assert row.status == "changed"
+    assert row.detail is not None
+    assert "VLLM_USE_V1=1 → VLLM_USE_V1=0" in row.detail and "- HF_TOKEN=<redacted>" in row.detail
+
+
+def test_evidence_row_value_semantics() -> None:
+    row = EvidenceRow("same launch cmdline?", "no: -t 2 → -t 1", "changed", "-t 2 → -t 1")
+    assert EvidenceRow.from_dict(row.to_dict()) == row
+    with pytest.raises(ValueError):
+        EvidenceRow("x", "y", "maybe")
+    text = render_rows([row])
+    assert "same launch cmdline?" in text and "no: -t 2 → -t 1" in text
