@@ -1,0 +1,177 @@
+"""`decodescope demo`: the main job end to end on the embedded real engine.
+
+Installs llama.cpp + Gemma 3 270M if needed, starts it with n-gram speculative decoding, probes
+the code-rewrite and varied-prose demo calibers and a same-caliber repeat, prints the verdicts,
+and writes an HTML report. Falls back to the simulator only if the engine cannot be built, and
+says so loudly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+import platformdirs
+
+from decodescope.caliber.load import resolve
+from decodescope.cli.common import emit, json_option, store_option
+from decodescope.cli.probe_setup import build_observers, collect_fp
+from decodescope.errors import EngineError
+from decodescope.exitcodes import ExitCode
+from decodescope.probe.runner import ProbeSettings, prepare, run_probe
+from decodescope.store import runs as sr
+from decodescope.store.db import Store
+from decodescope.verdict.render import render_text
+from decodescope.verdict.sides import resolve_side
+from decodescope.verdict.triage import triage
+
+# (label, caliber): the pair that shows a caliber mismatch, then a same-caliber repeat.
+PLAN = (("code-rewrite", "demo-code-rewrite"), ("varied-prose", "demo-varied-prose"),
+        ("code-rewrite-again", "demo-code-rewrite"))
+
+
+def say(msg: str, quiet: bool) -> None:
+    if not quiet:
+        click.echo(msg, err=True)
+
+
+@contextlib.contextmanager
+def _server(use_sim: bool, port: int, quiet: bool) -> Iterator[tuple[str, str]]:
+    """Yield (url, what) for the embedded engine, or the simulator as a loud fallback."""
+    if not use_sim:
+        from decodescope.engines.install import ensure_installed
+        from decodescope.engines.server import EngineSettings, running_engine
+
+        try:
+            inst = ensure_installed(progress=(None if quiet else _install_progress))
+        except EngineError as exc:
+            say("", quiet)
+            say("!" * 78, quiet)
+            say(f"!! the embedded engine could not be built: {exc.one_line()}", quiet)
+            say("!! FALLING BACK TO THE SIMULATOR: the numbers below are SIMULATED, not real.", quiet)
+            say("!" * 78, quiet)
+            use_sim = True
+        else:
+            settings = EngineSettings(port=port, spec="ngram")
+            say(f"starting llama-server ({inst.engine_version or 'llama.cpp'}) with n-gram "
+                "speculative decoding ...", quiet)
+            with running_engine(settings) as eng:
+                yield eng.url, f"llama.cpp llama-server (pid {eng.pid}, {eng.url}, n-gram spec)"
+            return
+    from decodescope.sim import SimConfig, SimServer
+
+    with SimServer(SimConfig(time_scale=1.0)).start_in_thread() as sim:
+        yield sim.url, f"SIMULATOR at {sim.url} (simulated numbers)"
+
+
+def _install_progress(step: str, detail: str, percent: float | None = None) -> None:
+    pct = f" {percent:3.0f}%" if percent is not None else ""
+    click.echo(f"  install: {step}{pct} {detail}", err=True)
+
+
+@click.command("demo")
+@click.option("--trials", default=3, show_default=True, type=click.IntRange(2, 50),
+              help="Trials per caliber (>= 2 so the statistics can decide).")
+@click.option("--port", default=0, show_default=True, help="Engine port (0: a free port).")
+@click.option("--sim", "use_sim", is_flag=True, help="Use the simulator instead of the real engine.")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None,
+              help="Where to write the HTML report (default: in the data directory).")
+@store_option
+@json_option
+def command(trials: int, port: int, use_sim: bool, report_path: str | None,
+            store_path: str | None, as_json: bool) -> int:
+    """Run the main job end to end on the embedded engine and print the verdicts."""
+    quiet = as_json
+    t0 = time.monotonic()
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    run_ids: dict[str, int] = {}
+    with Store.open(store_path) as st, _server(use_sim, port, quiet) as (url, what):
+        say(f"engine: {what}", quiet)
+        for label, cal_name in PLAN:
+            settings = ProbeSettings(url=url, caliber=resolve(cal_name), trials=trials,
+                                     labels={"demo": stamp, "step": label})
+            prepared = prepare(settings)
+            info = prepared[0]
+            say(f"probing {settings.caliber.ref} × {trials} trials ({label}) ...", quiet)
+            outcome = run_probe(settings, st, prepared=prepared,
+                                observers=build_observers(settings, info, log_path=None, scrape=True,
+                                                          scrape_interval_s=0.5),
+                                fingerprint=collect_fp(settings, None, ()))
+            run_ids[label] = outcome.run_id
+        pairs = {
+            "caliber mismatch (code-rewrite → varied-prose)": ("code-rewrite", "varied-prose"),
+            "same caliber (code-rewrite → code-rewrite-again)": ("code-rewrite", "code-rewrite-again"),
+        }
+        verdicts = {}
+        for title, (b, c) in pairs.items():
+            base = resolve_side(str(run_ids[b]), store=st)
+            cur = resolve_side(str(run_ids[c]), store=st)
+            verdicts[title] = triage(base, cur)
+        report = _write_report(st, run_ids, report_path, stamp)
+        runs = [sr.get_run(st, i, with_traces=False) for i in run_ids.values()]
+        store_file = st.path
+    elapsed = time.monotonic() - t0
+    out: dict[str, Any] = {
+        "engine": what, "runs": run_ids, "store": store_file, "report": str(report),
+        "elapsed_s": round(elapsed, 1),
+        "verdicts": {k: v.to_dict() for k, v in verdicts.items()},
+        "numbers": [_numbers(r) for r in runs],
+    }
+
+    def text(_: Any) -> str:
+        lines = []
+        for title, v in verdicts.items():
+            lines += ["", "=" * 78, title, "=" * 78, render_text(v)]
+        lines += ["", "numbers side by side", _side_by_side(out["numbers"]), "",
+                  f"stored runs: {', '.join(f'{k}={v}' for k, v in run_ids.items())} in {store_file}",
+                  f"report: {report}",
+                  f"next: decodescope runs list · decodescope triage {run_ids['varied-prose']} "
+                  f"--baseline {run_ids['code-rewrite']} · open the report in a browser",
+                  f"demo took {elapsed:.0f} s on {what}"]
+        return "\n".join(lines)
+
+    emit(out, as_json, text)
+    return int(ExitCode.OK)
+
+
+def _numbers(run: sr.StoredRun) -> dict[str, Any]:
+    res = run.result or {}
+    eng: dict[str, Any] = {}
+    for src in ("prometheus", "request", "log"):
+        if (res.get("engine") or {}).get(src):
+            eng = res["engine"][src]
+            break
+    client = ((res.get("client") or {}).get("decode_rate") or {}).get("median")
+    return {"run": run.id, "caliber": run.caliber_ref, "step": run.labels.get("step"),
+            "client_decode": client, "engine_decode": eng.get("decode_rate_per_request"),
+            "mal": eng.get("mal"), "step_rate": eng.get("step_rate"),
+            "simulated": run.simulated}
+
+
+def _side_by_side(rows: list[dict[str, Any]]) -> str:
+    def f(v: Any, fmt: str = "{:.1f}") -> str:
+        return "—" if v is None else fmt.format(v)
+
+    lines = [f"{'run':>4}  {'caliber':<22} {'client tok/s':>12} {'engine tok/s':>12} {'MAL':>5} {'steps/s':>8}"]
+    for r in rows:
+        lines.append(f"{r['run']:>4}  {r['caliber']:<22} {f(r['client_decode']):>12} "
+                     f"{f(r['engine_decode']):>12} {f(r['mal'], '{:.2f}'):>5} {f(r['step_rate']):>8}"
+                     + ("  [SIMULATED]" if r["simulated"] else ""))
+    return "\n".join(lines)
+
+
+def _write_report(st: Store, run_ids: dict[str, int], path: str | None, stamp: str) -> Path:
+    from decodescope.report import html
+    from decodescope.report.model import build_report
+
+    runs = [sr.get_run(st, run_ids["code-rewrite"]), sr.get_run(st, run_ids["varied-prose"])]
+    report = build_report(runs, generated_at=time.time(), title="decodescope demo: caliber mismatch")
+    target = Path(path) if path else (Path(platformdirs.user_data_dir("decodescope")) / "reports"
+                                      / f"demo-{stamp}.html")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(html.render(report), encoding="utf-8")
+    return target
