@@ -23,7 +23,9 @@ VLLM_METRICS = """\
 # TYPE vllm:spec_decode_num_drafts_total counter
 vllm:spec_decode_num_drafts_total{engine="0",model_name="qwen-flash-nvfp4"} 1234.0
 vllm:generation_tokens_total{engine="0",model_name="qwen-flash-nvfp4"} 5678.0
-"""
+""" + "".join(
+    f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",position="{i}"}} {900 - 100 * i}.0\n'
+    for i in range(6))
 
 
 def engine(routes: dict[str, tuple[int, Any]]) -> httpx.Client:
@@ -50,7 +52,7 @@ def test_healthy_vllm_with_spec() -> None:
     assert found["endpoint.healthy"].severity == "info"
     assert found["model.served"].cause == "serves qwen-flash-nvfp4"
     assert found["engine.detected"].cause == "engine: vllm 0.11.2.dev499"
-    assert "speculative decoding on" in found["metrics.spec"].cause
+    assert "speculative decoding on (k=6, 2 spec metrics" in found["metrics.spec"].cause
     assert all(f.severity == "info" for f in found.values())
 
 

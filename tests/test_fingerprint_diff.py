@@ -181,7 +181,8 @@ def test_env_row() -> None:
 def test_evidence_row_value_semantics() -> None:
     row = EvidenceRow("same launch cmdline?", "no: -t 2 → -t 1", "changed", "-t 2 → -t 1")
     assert EvidenceRow.from_dict(row.to_dict()) == row
+    bad: Any = "maybe"  # not a status: rejected at construction
     with pytest.raises(ValueError):
-        EvidenceRow("x", "y", "maybe")
+        EvidenceRow("x", "y", bad)
     text = render_rows([row])
     assert "same launch cmdline?" in text and "no: -t 2 → -t 1" in text

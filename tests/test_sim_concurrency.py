@@ -52,4 +52,5 @@ def test_64_concurrent_streams_and_schedule_precision() -> None:
         assert p99_c1 < P99_LATENESS_C1_S
         assert p50_c64 < P50_LATENESS_C64_S and p99_c64 < P99_LATENESS_C64_S
         # Deadlines are absolute: lateness does not build up along a request.
-        assert percentile([r.chunks[-1].lateness_s for r in recs], 50) < P50_LATENESS_C64_S
+        tail_p50 = percentile([r.chunks[-1].lateness_s for r in recs], 50)
+        assert tail_p50 is not None and tail_p50 < P50_LATENESS_C64_S

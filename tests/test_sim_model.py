@@ -149,7 +149,7 @@ def test_fault_parse() -> None:
     assert FaultSpec.parse("").describe() == "none"
     merged = FaultSpec(status=500, foreign_load=2).merged(FaultSpec(status=429))
     assert (merged.status, merged.foreign_load) == (429, 2)
-    for bad in ("bogus", "drop_after=x", "stall=-1", "html=maybe"):
+    for bad in ("bogus", "drop_after=x", "stall=-1", "html=maybe", "status=200"):
         with pytest.raises(UsageError):
             FaultSpec.parse(bad)
 

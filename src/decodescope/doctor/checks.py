@@ -115,8 +115,10 @@ def check_metrics(client: httpx.Client, base: str, engine: str | None) -> list[F
                         "spec decoding looks off (or this engine does not export them)",
                         severity="info")]
     names = sorted({name for name, _labels, _v in spec})
+    positions = {m for _n, labels, _v in spec for m in re.findall(r'position="(\d+)"', labels)}
+    k = f"k={len(positions)}, " if positions else ""
     return [Finding("metrics.spec", f"/metrics available; speculative decoding on "
-                    f"({len(names)} spec metrics, e.g. {names[0]})", severity="info")]
+                    f"({k}{len(names)} spec metrics, e.g. {names[0]})", severity="info")]
 
 
 def _read_head_tail(path: Path) -> str:

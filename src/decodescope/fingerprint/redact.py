@@ -182,7 +182,7 @@ def redact_cmdline(argv: Sequence[str]) -> list[str]:
         if eq and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) and is_secret_name(name):
             out.append(f"{name}={REDACTED}")
             continue
-        out.append(redact_url(arg) if "://" in arg and " " not in arg else redact_text(arg))
+        out.append(_redact_value(arg))
     return out
 
 
@@ -199,7 +199,11 @@ def _is_number(arg: str) -> bool:
 
 
 def _redact_value(value: str) -> str:
-    return redact_url(value) if "://" in value else redact_text(value)
+    """A lone URL gets URL rules; free text (with spaces) gets text rules, which also catch
+    userinfo and secret query params inside it without re-encoding the rest."""
+    if "://" in value and not any(c.isspace() for c in value):
+        return redact_url(value)
+    return redact_text(value)
 
 
 def redact_env(env: Mapping[str, str]) -> dict[str, str]:

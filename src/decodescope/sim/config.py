@@ -95,6 +95,10 @@ class FaultSpec:
             values[attr] = _parse_value(name, raw, kind)
         if "malformed_after_tokens" in values and values["malformed_after_tokens"] is True:
             values["malformed_after_tokens"] = cls.MALFORMED_DEFAULT_AFTER
+        status = values.get("status")
+        if isinstance(status, int) and not 400 <= status <= 599:
+            raise UsageError(f"fault status {status} is not an HTTP error status",
+                             where="X-Sim-Fault / --fault", remedy="use 400..599, e.g. status=503")
         return cls(**values)  # type: ignore[arg-type]
 
     def merged(self, other: FaultSpec) -> FaultSpec:

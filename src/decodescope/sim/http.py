@@ -94,7 +94,10 @@ async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
 
 
 def head(status: int, headers: dict[str, str]) -> bytes:
-    reason = HTTPStatus(status).phrase if status in HTTPStatus._value2member_map_ else "Status"
+    try:
+        reason = HTTPStatus(status).phrase
+    except ValueError:
+        reason = "Status"
     lines = [f"HTTP/1.1 {status} {reason}"] + [f"{k}: {v}" for k, v in headers.items()]
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 

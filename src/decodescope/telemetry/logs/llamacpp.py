@@ -21,6 +21,7 @@ from decodescope.telemetry.window import EngineWindow
 
 ENGINE = "llamacpp"
 KEYWORDS = (b"eval time =", b"total time =", b"draft acceptance", b"#gen drafts", b"stop processing")
+LEAN_KEYWORDS = KEYWORDS
 
 _SLOT = re.compile(r"\bid\s+(\d+)\s*\|\s*task\s+(\d+)")
 _TIME = re.compile(r"(prompt eval|eval|total) time =\s*([\d.]+) ms /\s*(\d+) (?:tokens|runs)")

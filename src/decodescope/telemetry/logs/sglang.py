@@ -25,7 +25,8 @@ from decodescope.telemetry.window import EngineWindow
 ENGINE = "sglang"
 DECODE_KEY = "Decode batch"
 CONFIG_KEY = "decode_log_interval"
-KEYWORDS = (DECODE_KEY.encode(), CONFIG_KEY.encode())
+LEAN_KEYWORDS = (DECODE_KEY.encode(),)
+KEYWORDS = (*LEAN_KEYWORDS, CONFIG_KEY.encode())
 DEFAULT_DECODE_LOG_INTERVAL = 40  # SGLang --decode-log-interval default
 IDLE_DILUTION_FACTOR = 3.0  # window 3x longer than its neighbours: it spans an idle period
 IDLE_DILUTION_SLACK_S = 2.0  # ... and by more than the 1 s stamp resolution twice
@@ -118,6 +119,7 @@ class SglangAssembler:
     def __init__(self, counts: ParseCounts) -> None:
         self._steps = DEFAULT_DECODE_LOG_INTERVAL
         self._tags: dict[str | None, _Tag] = {}
+        self.config_known = False  # the launch line with decode_log_interval was seen
 
     def feed(self, rec: SDecode | SConfig) -> list[EngineWindow]:
         if isinstance(rec, SConfig):

@@ -18,7 +18,10 @@ ENGINE = "vllm"
 STATS_KEY = "Avg prompt throughput: "
 SPEC_KEYS = ("SpecDecoding metrics: ", "Speculative metrics: ")
 CONFIG_KEY = "num_spec"
-KEYWORDS = (STATS_KEY.encode(), SPEC_KEYS[0].encode(), SPEC_KEYS[1].encode(), CONFIG_KEY.encode())
+# " metrics: " finds both spec spellings in one pass; the launch-config keyword is searched
+# only until k is known from the spec lines themselves (LEAN_KEYWORDS).
+LEAN_KEYWORDS = (STATS_KEY.encode(), b" metrics: ")
+KEYWORDS = (*LEAN_KEYWORDS, CONFIG_KEY.encode())
 
 _INT = re.compile(r"\d+")
 _ENGINE_TAG = re.compile(r"(?:Engine (\d+)|(\d+) Engines Aggregated):\s*$")
@@ -147,11 +150,11 @@ def _stats(text: str, i: int, clock: Clock, counts: ParseCounts) -> VStats | Unp
     m = _FAST_STATS.match(text, i)
     if m is not None:
         pt, gt, run, wait, kv, pc = m.groups()
-        gen, running, waiting = float(gt), float(run), float(wait)
-        printed = {"prompt_throughput": float(pt), "generation_throughput": gen,
+        g, running, waiting = float(gt), float(run), float(wait)
+        printed = {"prompt_throughput": float(pt), "generation_throughput": g,
                    "running": running, "waiting": waiting, "kv_cache_usage_pct": float(kv),
                    "prefix_cache_hit_rate_pct": float(pc)}
-        return VStats(t_s, pid, engine_id, "v1" if engine_id else "v1-early", gen,
+        return VStats(t_s, pid, engine_id, "v1" if engine_id else "v1-early", g,
                       printed["prompt_throughput"], running, waiting, printed)
     f = split_fields(text[i:])
     gen = f.num("Avg generation throughput")
@@ -168,10 +171,10 @@ def _spec(text: str, i: int, n: int, clock: Clock, counts: ParseCounts) -> VSpec
     m = _FAST_SPEC.match(text, i + n)
     if m is not None:
         mal, at, dt, acc, dr, pp, avg = m.groups()
-        per_pos = tuple(float(x) for x in pp.split(", "))
+        rates = tuple(float(x) for x in pp.split(", "))
         printed = {"mean_acceptance_length": float(mal), "accepted_throughput": float(at),
                    "drafted_throughput": float(dt), "avg_draft_acceptance_rate_pct": float(avg)}
-        return VSpec(t_s, pid, "v1-d", int(acc), int(dr), per_pos, printed["mean_acceptance_length"],
+        return VSpec(t_s, pid, "v1-d", int(acc), int(dr), rates, printed["mean_acceptance_length"],
                      None, None, printed)
     f = split_fields(text[i + n:])
     accepted = f.int_("Accepted")

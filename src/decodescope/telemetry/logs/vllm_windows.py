@@ -74,12 +74,15 @@ class VllmAssembler:
         self._keys: dict[tuple[int | None, str | None], _Key] = {}
         self._open: dict[int | None, _Proto] = {}  # pid -> stats line that may get a spec line
         self._k_config: int | None = None
+        self.config_known = False  # k known from spec lines: stop searching launch config
         self._v0: dict[int | None, tuple[str, tuple[int, int, int]]] = {}  # pid -> (mode, last)
 
     def feed(self, rec: VStats | VSpec | VConfig) -> list[EngineWindow]:
         if isinstance(rec, VConfig):
             self._k_config = rec.k
             return []
+        if not self.config_known and isinstance(rec, VSpec) and (rec.per_pos or rec.k):
+            self.config_known = True
         if isinstance(rec, VStats):
             self._open.pop(rec.pid, None)
             p = self._add((rec.pid, rec.engine_id), rec.pid, rec.t_s, DEFAULT_INTERVAL_S[rec.variant])
