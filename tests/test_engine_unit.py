@@ -344,3 +344,18 @@ def test_flags_are_read_back_from_a_cmake_cache(tmp_path: Path) -> None:
         "-DCMAKE_BUILD_TYPE=Release", "-DGGML_NATIVE=ON", "-DLLAMA_CURL=OFF",
     )  # fmt: skip
     assert build.flags_from_cmake_cache(tmp_path / "missing") is None
+
+
+def test_start_over_a_stale_record_replaces_it(tmp_path: Path) -> None:
+    with subprocess.Popen([sys.executable, "-c", "pass"]) as proc:
+        ps = psutil.Process(proc.pid)
+        port = server.free_port()
+        stale = _record_for(ps, port, tmp_path)
+        proc.wait()
+    state.write_record(tmp_path, stale)
+    settings = EngineSettings(port=port)
+    with server.running_engine(
+        settings, install=_fake_install(tmp_path), state_dir=tmp_path
+    ) as eng:
+        record = state.read_record(tmp_path, port)
+        assert record is not None and record.pid == eng.pid != stale.pid

@@ -38,7 +38,7 @@ def test_bad_options(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_subprocess_serves_requests() -> None:
-    cmd = [sys.executable, "-m", "decodescope.cli.main", "sim", "--port", "0", "--json",
+    cmd = [sys.executable, "-m", "decodescope.sim", "--port", "0", "--json",
            "--time-scale", "0.05", "--seed", "5"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -55,3 +55,13 @@ def test_subprocess_serves_requests() -> None:
         proc.terminate()
         out, err = proc.communicate(timeout=10)
     assert proc.returncode == 0, err
+
+
+def test_module_entry_point(capsys: pytest.CaptureFixture[str]) -> None:
+    from decodescope.sim.__main__ import main as sim_main
+
+    assert sim_main(["--port", "0", "--fault", "explode"]) == 2
+    assert "unknown simulator fault" in capsys.readouterr().err
+    assert sim_main(["--help"]) == 0
+    assert sim_main(["--port", "0", "--duration", "0.1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[-1])["simulated"] is True

@@ -162,11 +162,11 @@ def test_counter_reset(client: httpx.Client) -> None:
 
 
 def test_counter_reset_by_time(client: httpx.Client) -> None:
-    cfg = SimConfig(time_scale=0.05, counter_reset_at_s=4.0)  # 0.2 s real after start
+    cfg = SimConfig(time_scale=0.05, counter_reset_at_s=10.0)  # 0.5 s real after start
     with SimServer(cfg).start_in_thread() as sim:
         read_lines(client, sim.url, "")
         assert scrape(client, sim.url)["vllm:generation_tokens_total"] == 40
-        time.sleep(0.25)
+        time.sleep(0.55)
         assert scrape(client, sim.url)["vllm:generation_tokens_total"] == 0
 
 
@@ -175,16 +175,21 @@ def test_foreign_load(client: httpx.Client) -> None:
     with SimServer(cfg).start_in_thread() as sim:
         r0, _ = read_lines(client, sim.url, "")
         seen_running = []
-        with client.stream("POST", sim.url + "/v1/chat/completions", json=BODY,
+        with client.stream("POST", sim.url + "/v1/chat/completions", json=dict(BODY, max_tokens=400),
                            headers={"X-Sim-Fault": "foreign_load=3"}) as r1:
             for i, _ in enumerate(r1.iter_lines()):
                 if i == 6:
                     seen_running.append(scrape(client, sim.url)["vllm:num_requests_running"])
+                if i == 30:
+                    break  # the request ends (aborted), and its foreign load with it
         assert seen_running == [4.0]
         clean, loaded = sim.truth[r0.headers["x-request-id"]], sim.truth[r1.headers["x-request-id"]]
         # Scheduled step intervals (deadlines) are load-independent: batch 4 -> 1 + 0.5 * 3.
         ratio = scheduled_interval(loaded.chunks) / scheduled_interval(clean.chunks)
         assert ratio == pytest.approx(2.5, rel=0.01)
+        deadline = time.monotonic() + 2
+        while not loaded.aborted and time.monotonic() < deadline:
+            time.sleep(0.01)
         m = scrape(client, sim.url)
         assert m["vllm:generation_tokens_total"] > clean.completion_tokens + loaded.completion_tokens
         assert m["vllm:num_requests_running"] == 0  # foreign load ends with its request

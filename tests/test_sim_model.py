@@ -34,12 +34,12 @@ from decodescope.sim.tokenizer import (
 )
 
 
-def spec(**kw: object) -> RequestSpec:
-    base: dict[str, object] = dict(endpoint="chat", prompt_key="p", prompt_tokens=10,
+def spec(**kw: Any) -> RequestSpec:
+    base: dict[str, Any] = dict(endpoint="chat", prompt_key="p", prompt_tokens=10,
                                    max_tokens=400, ignore_eos=True, temperature=0.0,
                                    content_class="code")
     base.update(kw)
-    return RequestSpec(**base)  # type: ignore[arg-type]
+    return RequestSpec(**base)
 
 
 def test_tokenizer_rule() -> None:

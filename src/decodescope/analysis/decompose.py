@@ -22,8 +22,8 @@ from typing import Any
 from decodescope.probe.trace import RequestTrace
 from decodescope.telemetry.window import EngineWindow
 
-# A window counts for a span when at least this share of it lies inside the span: a window
-# that is mostly prefill or idle would dilute the engine's decode rate.
+# Without a window wholly inside a span, one counts when at least this share of it lies
+# inside: a window that is mostly prefill or idle would dilute the engine's decode rate.
 MIN_OVERLAP_SHARE = 0.5
 DECIDING_SOURCES = ("prometheus", "log", "request")  # best first
 EXCLUDED_FLAGS = ("reset", "gap")  # windows whose counts are unknown or untrustworthy
@@ -100,28 +100,37 @@ def pool(windows: Iterable[EngineWindow]) -> dict[str, Any] | None:
 
 
 def select(windows: Iterable[EngineWindow], spans: Sequence[Span]) -> list[EngineWindow]:
-    """Windows that belong to the spans: mostly inside one, or containing one (a whole-trial
-    window, or an interval longer than a short trial). No spans: every window."""
-    ws = list(windows)
+    """Windows that belong to the spans. Per span: the windows wholly inside it (their
+    running-request gauges are not read while a request starts or ends); when there are
+    none, the windows mostly inside it or containing it (a whole-trial window, or an
+    interval longer than a short trial). No spans: every window. Windows without trusted
+    counts (reset, gap) are left out first."""
+    ws = [w for w in windows if not set(w.flags) & set(EXCLUDED_FLAGS)]
     if not spans:
         return ws
-    picked = [w for w in ws if _belongs(w, spans)]
-    if picked:
-        return picked
-    return [w for w in ws if w.t_start_s is None or any(_overlap(w, s) > 0 for s in spans)]
-
-
-def _belongs(w: EngineWindow, spans: Sequence[Span]) -> bool:
-    if w.t_start_s is None or w.t_end_s is None:
-        return True
-    d = w.t_end_s - w.t_start_s
+    timed = [w for w in ws if w.t_start_s is not None and w.t_end_s is not None]
+    picked: dict[int, EngineWindow] = {id(w): w for w in ws if w not in timed}
     for s in spans:
-        ov = _overlap(w, s)
-        if ov <= 0:
-            continue
-        if d <= 0 or ov >= MIN_OVERLAP_SHARE * d or (w.t_start_s <= s[0] and w.t_end_s >= s[1]):
-            return True
-    return False
+        inside = [w for w in timed if _inside(w, s)]
+        for w in inside or [w for w in timed if _belongs(w, s)]:
+            picked[id(w)] = w
+    if picked:
+        return [w for w in ws if id(w) in picked]
+    return [w for w in timed if any(_overlap(w, s) > 0 for s in spans)]
+
+
+def _inside(w: EngineWindow, s: Span) -> bool:
+    assert w.t_start_s is not None and w.t_end_s is not None
+    return w.t_start_s >= s[0] and w.t_end_s <= s[1]
+
+
+def _belongs(w: EngineWindow, s: Span) -> bool:
+    assert w.t_start_s is not None and w.t_end_s is not None
+    d = w.t_end_s - w.t_start_s
+    ov = _overlap(w, s)
+    if ov <= 0:
+        return False
+    return d <= 0 or ov >= MIN_OVERLAP_SHARE * d or (w.t_start_s <= s[0] and w.t_end_s >= s[1])
 
 
 def _overlap(w: EngineWindow, s: Span) -> float:

@@ -57,9 +57,16 @@ def mal(r: RunSection) -> str:
     return f"{pooled:.2f}" + (f" (windows {rng})" if rng else "")
 
 
+def rate(v: float | None) -> str:
+    """A rate with three significant digits at small values (0.42, 2.61, 87.3)."""
+    if v is None:
+        return NONE
+    return f"{v:.1f}" if abs(v) >= 10 else f"{v:.2f}"
+
+
 def step_rate(r: RunSection) -> str:
     v = (r.engine_pool or {}).get("step_rate")
-    return NONE if v is None else f"{v:.1f} /s"
+    return NONE if v is None else f"{rate(v)} /s"
 
 
 def caliber(r: RunSection) -> str:
@@ -152,7 +159,7 @@ TRIAL_COLUMNS = (  # result["trials"] key, header, format
     ("decode_rate", "decode tok/s", "{:.1f}"),
     ("engine_decode_rate", "engine tok/s", "{:.1f}"),
     ("engine_mal", "MAL", "{:.2f}"),
-    ("engine_step_rate", "step rate /s", "{:.1f}"),
+    ("engine_step_rate", "step rate /s", "{:.3g}"),
     ("ttft_s", "TTFT s", "{:.3f}"),
     ("output_tokens", "output tok", "{:.0f}"),
 )

@@ -16,6 +16,7 @@ from decodescope.report.plotdata import Plot, Series
 PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")
 WIDTH, HEIGHT = 900, 300
 LEFT, RIGHT, TOP, BOTTOM = 64, 18, 12, 46  # margins around the plot area, px
+SNAP_TO_ZERO = 0.03  # an x range starting this little below 0 (share of the range) starts at 0
 Y_HEADROOM = 1.08  # the highest value sits below the top of the axis
 MARKERS_UP_TO = 40  # points of a line series drawn as dots too (with tooltips)
 BAR_LABELS_UP_TO = 24  # bars (categories × series) printed with their value on top
@@ -62,6 +63,8 @@ class _Frame:
         self.plot = plot
         self.w = WIDTH - LEFT - RIGHT
         self.h = HEIGHT - TOP - BOTTOM
+        if x_lo < 0 < x_hi and -x_lo < SNAP_TO_ZERO * (x_hi - x_lo):
+            x_lo = 0.0  # a window opened just before the first request: no axis from -100
         self.xt = nice_ticks(x_lo, x_hi, 8) if plot.kind == "line" else []
         self.x_lo = self.xt[0] if self.xt else x_lo
         self.x_hi = self.xt[-1] if self.xt else x_hi
@@ -90,6 +93,10 @@ class _Frame:
                        f'y2="{TOP + self.h + 4}" stroke="#888"/>')
             out.append(f'<text x="{px:.1f}" y="{TOP + self.h + 17}" text-anchor="middle">'
                        f'{_tick_text(v, xstep)}</text>')
+        group = self.w / max(len(self.plot.categories), 1)
+        for i, cat in enumerate(self.plot.categories):
+            out.append(f'<text x="{LEFT + group * (i + 0.5):.1f}" y="{TOP + self.h + 17}" '
+                       f'text-anchor="middle">{escape(cat)}</text>')
         out.append(f'<line x1="{LEFT}" x2="{LEFT + self.w}" y1="{TOP + self.h}" '
                    f'y2="{TOP + self.h}" stroke="#888"/>')
         out.append(f'<line x1="{LEFT}" x2="{LEFT}" y1="{TOP}" y2="{TOP + self.h}" stroke="#888"/>')
@@ -114,7 +121,11 @@ def render_svg(plot: Plot) -> str:
             f'aria-label="{escape(plot.title)}" xmlns="http://www.w3.org/2000/svg" '
             f'font-family="system-ui, -apple-system, Segoe UI, Roboto, sans-serif">'
             f'<title>{escape(plot.title)}</title>')
-    return head + "".join(frame.axes()) + "".join(body) + "</svg>"
+    clip_id = f"clip-{escape(plot.id)}"
+    clip = (f'<clipPath id="{clip_id}"><rect x="{LEFT}" y="0" width="{frame.w}" '
+            f'height="{frame.h + TOP}"/></clipPath>')
+    return (head + clip + "".join(frame.axes()) + f'<g clip-path="url(#{clip_id})">'
+            + "".join(body) + "</g></svg>")
 
 
 def _lines(plot: Plot) -> tuple[list[str], _Frame]:
@@ -173,12 +184,7 @@ def _bars(plot: Plot) -> tuple[list[str], _Frame]:
     group = frame.w / k
     n = max(len(plot.series), 1)
     bar = group * 0.78 / n
-    out = ['<g class="axes" font-size="11" fill="#444">']
-    for i, cat in enumerate(plot.categories):
-        cx = LEFT + group * (i + 0.5)
-        out.append(f'<text x="{cx:.1f}" y="{TOP + frame.h + 17}" text-anchor="middle">'
-                   f'{escape(cat)}</text>')
-    out.append("</g>")
+    out: list[str] = []
     labels = k * n <= BAR_LABELS_UP_TO
     for si, s in enumerate(plot.series):
         c = colour(s.color)

@@ -40,6 +40,12 @@ def render_run(run: StoredRun) -> str:
     lines.append(f"{'decode rate':<22}{cli_dec:<22}{_f(eng_dec)} tok/s" + ("   ← engine decides" if eng_dec else ""))
     lines.append(f"{'MAL':<22}{'—':<22}{_f(eng.get('mal') if eng else None, '{:.2f}')}")
     lines.append(f"{'step rate':<22}{'—':<22}{_f(eng.get('step_rate') if eng else None)} /s")
+    if eng and eng.get("tokens_per_step") is not None:
+        cov = eng.get("draft_coverage")
+        extra = f"   ({100 * min(cov, 1.0):.0f}% of steps drafted)" if cov is not None else ""
+        lines.append(f"{'tokens per step':<22}{'—':<22}{_f(eng['tokens_per_step'], '{:.2f}')}{extra}")
+    if eng and eng.get("acceptance_rate") is not None:
+        lines.append(f"{'draft acceptance':<22}{'—':<22}{100 * eng['acceptance_rate']:.1f}%")
     tpc = cl.get("mean_tokens_per_chunk") or {}
     lines.append(f"{'tokens per chunk':<22}{_f(tpc.get('median'), '{:.2f}'):<22}")
     ttft = (cl.get("ttft_s") or {}).get("median")
@@ -54,16 +60,26 @@ def render_run(run: StoredRun) -> str:
     rec = res.get("reconciliation")
     if rec:
         lines.append(f"{'client vs engine':<22}{rec.get('text', '')}")
+    dec = res.get("decomposition") or {}
+    if dec.get("note"):
+        lines.append(f"{'':<22}{dec['note']}")
+    cont = res.get("contamination")
+    if cont and cont.get("flagged"):
+        lines.append(f"{'contamination':<22}engine ran up to {cont['max_running']:g} requests, "
+                     f"probe had {cont['in_flight']} in flight ({cont['windows']} windows)")
     decay = res.get("length_decay")
     if decay and decay.get("per_1k_pct") is not None:
         lines.append(f"{'length decay':<22}{decay['per_1k_pct']:+.1f}% per 1K output tokens")
     trials = res.get("trials") or []
     if trials:
         lines.append("")
-        lines.append("trial  decode tok/s  TTFT s   out tok")
+        lines.append("trial  decode tok/s  TTFT s   out tok  engine tok/s   MAL  step/s")
         for t in trials:
             lines.append(f"{t['idx'] + 1:>5}  {_f(t['decode_rate']):>12}  {_f(t['ttft_s'], '{:.3f}'):>6}  "
-                         f"{_f(t['output_tokens'], '{:.0f}'):>7}  {t['status']}")
+                         f"{_f(t['output_tokens'], '{:.0f}'):>7}  "
+                         f"{_f(t.get('engine_decode_rate')):>12}  "
+                         f"{_f(t.get('engine_mal'), '{:.2f}'):>5}  "
+                         f"{_f(t.get('engine_step_rate')):>6}  {t['status']}")
     findings = res.get("findings") or []
     if findings:
         lines.append("")

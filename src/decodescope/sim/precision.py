@@ -5,7 +5,7 @@
 `lateness` = truth emit time − scheduled deadline (server side). `client_delay` = the client's
 receive time − truth emit time (transport + client parsing; both on the monotonic clock).
 thread: the server runs in a thread of the measuring process (shares its GIL with the client);
-process: `decodescope sim` in a subprocess (what a client benchmark should use).
+process: `python -m decodescope.sim` in a subprocess (what a client benchmark should use).
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ async def _run_clients(url: str, concurrency: int, max_tokens: int) -> list[tupl
 
 @contextlib.contextmanager
 def _subprocess_sim(time_scale: float) -> Iterator[str]:
-    cmd = [sys.executable, "-m", "decodescope.cli.main", "sim", "--port", "0", "--json",
+    cmd = [sys.executable, "-m", "decodescope.sim", "--port", "0", "--json",
            "--time-scale", str(time_scale)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=os.environ.copy())
     try:

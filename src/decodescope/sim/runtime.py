@@ -181,6 +181,7 @@ class Engine:
             self._resize_foreign()
         if aborted:
             req.truth.aborted = True
+            self.lifetime.finished("abort")
         else:
             req.truth.finish_reason = req.model.finish_reason
             self.lifetime.finished(req.model.finish_reason)

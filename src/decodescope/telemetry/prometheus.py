@@ -5,10 +5,12 @@ Pure functions over text and `Scrape` records; the thread that fetches them live
 shared/reference/engine-formats.md §1.3 (vLLM), §2.2 (SGLang), §3 (llama.cpp).
 
 - Samples of one name are summed over label sets (data-parallel `engine="0".."N"`); the
-  per-position acceptance counter is kept per `position`. `_created` samples are ignored.
-- A window between two scrapes holds counter deltas. If any counter went down (or the
-  process start time changed) the engine restarted in between: the window is flagged
-  "reset" and carries no counts, so a restart gives neither negative nor inflated rates.
+  per-position acceptance counter is kept per `position`. `_created` samples are never
+  summed as counts; they only witness restarts.
+- A window between two scrapes holds counter deltas. If any counter went down, or the
+  process start time or a counter's `_created` time moved, the engine restarted in between:
+  the window is flagged "reset" and carries no counts, so a restart gives neither negative
+  nor inflated rates.
 """
 
 from __future__ import annotations
@@ -77,6 +79,7 @@ class Scrape:
     gauges: dict[str, float] = field(default_factory=dict)
     per_pos: tuple[float, ...] | None = None
     process_start_s: float | None = None
+    created_s: float | None = None  # newest `_created` of our counters (vLLM V1): moves on restart
     mark: str | None = None  # "trial_start:0" ... when scraped at a trial boundary
     error: str | None = None  # the scrape failed: why
 
@@ -84,7 +87,8 @@ class Scrape:
         return {"t_s": self.t_s, "t_wall_s": self.t_wall_s, "prefix": self.prefix,
                 "counters": self.counters, "gauges": self.gauges,
                 "per_pos": list(self.per_pos) if self.per_pos is not None else None,
-                "process_start_s": self.process_start_s, "mark": self.mark, "error": self.error}
+                "process_start_s": self.process_start_s, "created_s": self.created_s,
+                "mark": self.mark, "error": self.error}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Scrape:
@@ -92,18 +96,22 @@ class Scrape:
         return cls(t_s=d["t_s"], t_wall_s=d["t_wall_s"], prefix=d.get("prefix"),
                    counters=dict(d.get("counters") or {}), gauges=dict(d.get("gauges") or {}),
                    per_pos=tuple(pp) if pp is not None else None,
-                   process_start_s=d.get("process_start_s"), mark=d.get("mark"),
+                   process_start_s=d.get("process_start_s"), created_s=d.get("created_s"),
+                   mark=d.get("mark"),
                    error=d.get("error"))
 
 
 def parse_metrics(text: str, t_s: float, t_wall_s: float, mark: str | None = None) -> Scrape:
     """The relevant samples of one exposition text. Malformed text gives a Scrape with error."""
     sums: dict[str, float] = {}
+    created: dict[str, float] = {}
     per_pos_raw: dict[str, dict[int, float]] = {}
     try:
         for fam in text_string_to_metric_families(text):
             for s in fam.samples:
                 if s.name.endswith("_created"):
+                    base = s.name[: -len("_created")] + "_total"
+                    created[base] = max(created.get(base, 0.0), float(s.value))
                     continue
                 if s.name in PER_POS_NAMES.values() and "position" in s.labels:
                     try:
@@ -123,8 +131,10 @@ def parse_metrics(text: str, t_s: float, t_wall_s: float, mark: str | None = Non
     gauges = {k: sums[n] for k, n in GAUGE_NAMES[prefix].items() if n in sums}
     pp = per_pos_raw.get(PER_POS_NAMES.get(prefix, ""))
     per_pos = tuple(pp.get(i, 0.0) for i in range(max(pp) + 1)) if pp else None
+    ours = [created[n] for n in COUNTER_NAMES[prefix].values() if n in created]
     return Scrape(t_s, t_wall_s, prefix, counters, gauges, per_pos,
-                  process_start_s=sums.get(PROCESS_START), mark=mark)
+                  process_start_s=sums.get(PROCESS_START),
+                  created_s=max(ours) if ours else None, mark=mark)
 
 
 def _prefix(sums: dict[str, float]) -> str | None:
@@ -140,9 +150,9 @@ def _prefix(sums: dict[str, float]) -> str | None:
 
 def is_reset(a: Scrape, b: Scrape) -> bool:
     """Did the engine restart between two scrapes (a counter went down, start time changed)?"""
-    if a.process_start_s is not None and b.process_start_s is not None \
-            and abs(b.process_start_s - a.process_start_s) > 1e-3:
-        return True
+    for x, y in ((a.process_start_s, b.process_start_s), (a.created_s, b.created_s)):
+        if x is not None and y is not None and abs(y - x) > 1e-3:
+            return True
     if any(k in a.counters and b.counters[k] < a.counters[k] for k in b.counters):
         return True
     if a.per_pos and b.per_pos:

@@ -65,23 +65,43 @@ class _Bin:
 class Binner:
     def __init__(self) -> None:
         self._bins: list[_Bin] = []
+        self._per_bin = 1  # windows per bin; doubles when the bins are merged pairwise
 
     def add(self, t0: float | None, t1: float | None, engine_id: str | None,
             decode: float | None, acc: float, drafts: float, step: float | None,
             running: float | None, flags: tuple[str, ...]) -> None:
-        b = _Bin()
-        b.t0, b.t1, b.n, b.eid = t0, t1, 1, engine_id
+        bins = self._bins
+        if not bins or bins[-1].n >= self._per_bin:
+            if len(bins) >= 2 * MAX_BINS:
+                bins = self._bins = _pairwise(bins)
+                self._per_bin *= 2
+            if not bins or bins[-1].n >= self._per_bin:
+                b = _Bin()
+                b.eid = engine_id
+                bins.append(b)
+        b = bins[-1]
+        if t0 is not None and (b.t0 is None or t0 < b.t0):
+            b.t0 = t0
+        if t1 is not None and (b.t1 is None or t1 > b.t1):
+            b.t1 = t1
+        if b.n and b.eid != engine_id:
+            b.eid = None
+        b.n += 1
         if decode is not None:
-            b.dsum, b.dn, b.dmax = decode, 1, decode
-        b.acc, b.dr = acc, drafts
+            b.dsum += decode
+            b.dn += 1
+            if b.dmax is None or decode > b.dmax:
+                b.dmax = decode
+        b.acc += acc
+        b.dr += drafts
         if step is not None:
-            b.step, b.sn = step, 1
+            b.step += step
+            b.sn += 1
         if running is not None:
-            b.run, b.rn = running, 1
-        b.flags = set(flags)
-        self._bins.append(b)
-        if len(self._bins) > 2 * MAX_BINS:
-            self._bins = _pairwise(self._bins)
+            b.run += running
+            b.rn += 1
+        if flags:
+            b.flags.update(flags)
 
     def bins(self) -> tuple[WindowBin, ...]:
         bins = [_copy(b) for b in self._bins]  # merging mutates: keep ours intact

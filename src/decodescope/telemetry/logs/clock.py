@@ -36,6 +36,9 @@ def _last_stamp_colon(text: str) -> int:
     return best
 
 
+_MORE = (".", ",", "Z", "+", "-")
+
+
 def _has_year(text: str, i: int) -> bool:
     return i >= 13 and text[i - 9] == "-" and text[i - 13:i - 9].isdigit()
 
@@ -62,13 +65,26 @@ class Clock:
         self._year: int | None = None  # year of the latest year-less line
         self._month: int | None = None
         self._hours: dict[tuple[int, int, int, int], float] = {}
+        self._last_key: str | None = None
+        self._last_t: float | None = None
 
     def stamp(self, text: str) -> float | None:
         """Epoch seconds of the last date-time stamp in `text`, or None."""
         i = _last_stamp_colon(text)
         if i < 0:
             return None
-        m = STAMP_RE.match(text, i - 8 - (5 if _has_year(text, i) else 0))
+        start = i - 8 - (5 if _has_year(text, i) else 0)
+        if text[i + 6:i + 7] in _MORE:  # a fraction or zone follows: no cache
+            return self._parse_at(text, start)
+        key = text[start:i + 6]
+        if key == self._last_key:  # Engine and SpecDecoding lines share their stamp
+            return self._last_t
+        t = self._parse_at(text, start)
+        self._last_key, self._last_t = key, t
+        return t
+
+    def _parse_at(self, text: str, start: int) -> float | None:
+        m = STAMP_RE.match(text, start)
         if m is None:
             return None
         y, mo, d, h, mi, s, frac, tz = m.groups()

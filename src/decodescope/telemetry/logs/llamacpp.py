@@ -109,6 +109,7 @@ class LlamacppAssembler:
     def __init__(self, counts: ParseCounts) -> None:
         self._cur: _Req | None = None
         self._last_stats: dict[str, LStats] = {}
+        self.config_known = True  # no launch-config keywords
 
     def feed(self, rec: Record) -> list[EngineWindow]:
         out: list[EngineWindow] = []

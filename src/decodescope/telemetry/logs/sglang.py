@@ -123,7 +123,7 @@ class SglangAssembler:
 
     def feed(self, rec: SDecode | SConfig) -> list[EngineWindow]:
         if isinstance(rec, SConfig):
-            self._steps = rec.steps
+            self._steps, self.config_known = rec.steps, True
             return []
         st = self._tags.get(rec.tag)
         if st is None:

@@ -171,7 +171,7 @@ def _spec(text: str, i: int, n: int, clock: Clock, counts: ParseCounts) -> VSpec
     m = _FAST_SPEC.match(text, i + n)
     if m is not None:
         mal, at, dt, acc, dr, pp, avg = m.groups()
-        rates = tuple(float(x) for x in pp.split(", "))
+        rates = tuple(map(float, pp.split(", ")))
         printed = {"mean_acceptance_length": float(mal), "accepted_throughput": float(at),
                    "drafted_throughput": float(dt), "avg_draft_acceptance_rate_pct": float(avg)}
         return VSpec(t_s, pid, "v1-d", int(acc), int(dr), rates, printed["mean_acceptance_length"],
@@ -205,7 +205,8 @@ def _spec(text: str, i: int, n: int, clock: Clock, counts: ParseCounts) -> VSpec
         variant = "v1-c'"
     else:
         variant = "v1-c"
-    printed = _printed(f, SPEC_FIELDS, counts, skip=("per_position",))
+    printed = _printed(f, SPEC_FIELDS, counts, skip=("per_position", "accepted", "drafted",
+                                                      "emitted", "k"))
     rate = f.get("Draft acceptance rate")
     if rate is not None and "%" in rate:
         printed["draft_acceptance_rate_pct"] = printed.pop("draft_acceptance_rate")

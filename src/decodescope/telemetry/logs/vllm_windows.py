@@ -180,9 +180,7 @@ class VllmAssembler:
 
     def _spec_counts(self, p: _Proto, sp: VSpec, printed: dict[str, float], flags: list[str]
                      ) -> tuple[int | None, int, int, tuple[int, ...] | None]:
-        for name, v in sp.printed.items():
-            if name not in ("accepted", "drafted", "emitted", "k"):
-                printed[name] = v
+        printed.update(sp.printed)
         if p.v0 is not None:  # V0: MAL = emitted * k / draft tokens (bonus included)
             acc, draft, emitted = p.v0
             k0 = sp.k or 1

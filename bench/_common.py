@@ -1,0 +1,124 @@
+"""Shared pieces of the client benchmarks: the simulator subprocess, CPU pinning, truth
+look-ups, and the error / lag arithmetic. Everything here runs on CLOCK_MONOTONIC: the
+simulator stamps `time.monotonic()` right after a chunk's bytes went to the socket, and the
+clients stamp `time.perf_counter()` (the same clock on Linux; `check_clocks` insists)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+SIM_CPU = 1  # the simulator gets one core ...
+CLIENT_CPU = 0  # ... and the client under test the other, so they never share a GIL or core
+
+
+def check_clocks() -> None:
+    for name in ("perf_counter", "monotonic"):
+        impl = time.get_clock_info(name).implementation
+        if "CLOCK_MONOTONIC" not in impl or "RAW" in impl:
+            raise SystemExit(f"bench needs {name} on CLOCK_MONOTONIC (it is {impl})")
+
+
+def pinned(cpu: int | None) -> list[str]:
+    """A command prefix that runs a program on one core (empty when pinning is off)."""
+    if cpu is None or not hasattr(os, "sched_setaffinity"):
+        return []
+    return ["taskset", "-c", str(cpu)]
+
+
+def cpus() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+@dataclass
+class Sim:
+    url: str
+    proc: subprocess.Popen[str]
+
+    def truth(self, request_id: str) -> dict[str, Any]:
+        with httpx.Client(trust_env=False, timeout=30) as c:
+            r = c.get(f"{self.url}/sim/truth/{request_id}")
+            r.raise_for_status()
+            return dict(r.json())
+
+    def truths(self) -> list[dict[str, Any]]:
+        """Every request the simulator served, with its chunks (newest last)."""
+        with httpx.Client(trust_env=False, timeout=60) as c:
+            ids = [s["response_id"] for s in c.get(f"{self.url}/sim/truth").json()["requests"]]
+            return [c.get(f"{self.url}/sim/truth/{i}").json() for i in ids]
+
+
+@contextlib.contextmanager
+def simulator(args: Sequence[str], cpu: int | None = SIM_CPU) -> Iterator[Sim]:
+    """`decodescope sim --port 0 --json ARGS` in its own process, pinned to `cpu`."""
+    cmd = [*pinned(cpu), sys.executable, "-m", "decodescope.cli.main", "sim", "--port", "0",
+           "--json", *args]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        if not line:
+            raise SystemExit(f"simulator did not start: {' '.join(cmd)}")
+        yield Sim(str(json.loads(line)["url"]), proc)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+# ---- truth arithmetic ---------------------------------------------------------------------
+def truth_emits(truth: dict[str, Any]) -> list[tuple[float, int]]:
+    return [(c["t_emit_monotonic_s"], c["tokens"]) for c in truth["chunks"] if c["tokens"] > 0]
+
+
+def true_decode_rate(truth: dict[str, Any]) -> float | None:
+    """Tokens after the first chunk / time from the first chunk to the last (as the sim's
+    `decode_rate_real_tps`, and as `compute().decode_rate` with steady_state_start 0)."""
+    e = truth_emits(truth)
+    if len(e) < 2 or e[-1][0] <= e[0][0]:
+        return None
+    return sum(n for _, n in e[1:]) / (e[-1][0] - e[0][0])
+
+
+def true_itl_mean(truth: dict[str, Any]) -> float | None:
+    """(t_last − t_first) / (tokens − 1): the mean of metrics.py's ITL samples."""
+    e = truth_emits(truth)
+    n = sum(k for _, k in e)
+    return (e[-1][0] - e[0][0]) / (n - 1) if len(e) >= 2 and n > 1 else None
+
+
+def rel_error(measured: float | None, true: float | None) -> float | None:
+    if measured is None or true is None or true == 0:
+        return None
+    return abs(measured - true) / true
+
+
+def lags_s(recv_s: Sequence[float], truth: dict[str, Any]) -> list[float]:
+    """Receipt − true emit, chunk by chunk (token-carrying chunks, in order)."""
+    emits = truth_emits(truth)
+    if len(recv_s) != len(emits):
+        raise ValueError(f"{len(recv_s)} received chunks vs {len(emits)} emitted "
+                         f"for {truth['response_id']}")
+    return [r - e for r, (e, _) in zip(recv_s, emits, strict=True)]
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """Nearest-rank percentile (None for no data)."""
+    if not values:
+        return None
+    xs = sorted(values)
+    return xs[min(len(xs) - 1, max(0, int(round(q / 100.0 * len(xs) + 0.5)) - 1))]

@@ -1,0 +1,131 @@
+"""End to end on the real llama.cpp engine with n-gram speculation, reported by
+`decodescope probe` itself: /metrics deltas, per-request timings, the log tail, and the
+content effect (code rewrite vs varied prose).
+
+Needs the embedded engine (`decodescope engine install`); skipped without it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from decodescope.cli.main import main
+from decodescope.engines import server
+from decodescope.engines.install import find_install
+from decodescope.engines.server import EngineSettings
+from decodescope.engines.state import RunningEngine
+from decodescope.telemetry.prometheus import Scrape
+
+pytestmark = pytest.mark.e2e
+
+INSTALL = find_install()
+needs_engine = pytest.mark.skipif(
+    INSTALL is None,
+    reason="llama-server binary / Gemma GGUF not installed: run `decodescope engine install`")
+
+
+@pytest.fixture(scope="module")
+def ngram_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningEngine]:
+    assert INSTALL is not None
+    state = tmp_path_factory.mktemp("engine-state")
+    with server.running_engine(EngineSettings(port=0, threads=2, spec="ngram"),
+                               install=INSTALL, state_dir=state) as eng:
+        yield eng
+
+
+@pytest.fixture(scope="module")
+def runs(ngram_engine: RunningEngine, tmp_path_factory: pytest.TempPathFactory
+         ) -> dict[str, dict[str, Any]]:
+    """One probe per demo caliber (2 trials each), through the CLI, with --log."""
+    store = tmp_path_factory.mktemp("store") / "runs.db"
+    out: dict[str, dict[str, Any]] = {}
+    for cal in ("demo-code-rewrite", "demo-varied-prose"):
+        rc = main(["probe", ngram_engine.url, "--caliber", cal, "--trials", "2",
+                   "--store", str(store), "--json", "--no-fingerprint",
+                   "--log", str(ngram_engine.log_path)])
+        assert rc == 0
+        out[cal] = {"store": store}
+    from decodescope.store import runs as sr
+    from decodescope.store.db import Store
+
+    st = Store.open(str(store))
+    try:
+        for i, cal in enumerate(("demo-code-rewrite", "demo-varied-prose"), start=1):
+            run = sr.get_run(st, i)
+            assert run.caliber_ref == f"{cal}@1"
+            out[cal] = run.to_dict(with_traces=True)
+    finally:
+        st.close()
+    return out
+
+
+def _deltas(run: dict[str, Any]) -> dict[str, float]:
+    """Σ over trials of (trial_end − trial_start) counters, straight from the raw scrapes."""
+    scrapes = [Scrape.from_dict(s) for s in run["series"]["prometheus"]["scrapes"]]
+    by_mark = {s.mark: s for s in scrapes if s.mark}
+    tot: dict[str, float] = {}
+    for t in run["trials"]:
+        a, b = by_mark[f"trial_start:{t['idx']}"], by_mark[f"trial_end:{t['idx']}"]
+        for k, v in b.counters.items():
+            tot[k] = tot.get(k, 0.0) + v - a.counters[k]
+    return tot
+
+
+@needs_engine
+def test_mal_is_one_plus_accepted_over_drafts(runs: dict[str, dict[str, Any]]) -> None:
+    for run in runs.values():
+        d = _deltas(run)
+        eng = run["result"]["engine"]["prometheus"]
+        assert d["drafts"] > 0
+        assert eng["mal"] == pytest.approx(1 + d["accepted_tokens"] / d["drafts"], rel=1e-12)
+        assert eng["generation_tokens"] == d["generation_tokens"] == 2 * 384
+        assert run["result"]["decomposition"]["source"] == "prometheus"
+        assert all(w["source"] in ("prometheus", "log") for w in run["windows"])
+        assert all("trial" in w["flags"] for w in run["windows"] if w["source"] == "prometheus")
+
+
+@needs_engine
+def test_metrics_agree_with_per_request_timings(runs: dict[str, dict[str, Any]]) -> None:
+    for run in runs.values():
+        tm = [r["timings"] for t in run["trials"] for r in t["requests"]]
+        d = _deltas(run)
+        acc_timings = sum(x.get("draft_n_accepted", 0) for x in tm) / sum(x.get("draft_n", 0)
+                                                                          for x in tm)
+        assert acc_timings == pytest.approx(d["accepted_tokens"] / d["draft_tokens"], rel=1e-9)
+        eng = run["result"]["engine"]
+        assert eng["request"]["acceptance_rate"] == pytest.approx(
+            eng["prometheus"]["acceptance_rate"], rel=1e-9)
+        assert eng["request"]["decode_rate_per_request"] == pytest.approx(
+            eng["prometheus"]["decode_rate_per_request"], rel=0.01)
+        rec = run["result"]["reconciliation"]
+        assert rec["deciding"] == "engine" and rec["engine"] is not None
+
+
+@needs_engine
+def test_code_rewrite_has_higher_acceptance_than_varied_prose(
+        runs: dict[str, dict[str, Any]]) -> None:
+    code = runs["demo-code-rewrite"]["result"]["decomposition"]
+    prose = runs["demo-varied-prose"]["result"]["decomposition"]
+    print("\ncode ", json.dumps({k: code[k] for k in ("mal", "tokens_per_step", "step_rate",
+                                                     "draft_coverage", "engine_decode_rate")}))
+    print("prose", json.dumps({k: prose[k] for k in ("mal", "tokens_per_step", "step_rate",
+                                                     "draft_coverage", "engine_decode_rate")}))
+    # Tokens per step (MAL over every step, drafted or not) is the content effect.
+    assert code["tokens_per_step"] > 1.8 * prose["tokens_per_step"]
+    assert code["mal"] > prose["mal"]
+    assert code["draft_coverage"] > prose["draft_coverage"]
+    for res in (code, prose):
+        assert abs(res["identity_gap_pct"]) < 1  # decode = step rate × tokens per step
+
+
+@needs_engine
+def test_log_tail_attaches_log_windows(runs: dict[str, dict[str, Any]]) -> None:
+    for run in runs.values():
+        logs = [w for w in run["windows"] if w["source"] == "log"]
+        assert len(logs) == 2, run["result"]["findings"]  # one per request (llama.cpp)
+        assert all(w["generation_tokens"] == 384 for w in logs if w["generation_tokens"])
