@@ -52,6 +52,7 @@ def token_points(trace: RequestTrace) -> tuple[list[tuple[float, int, bool]], st
         return pts, "usage"
     pts = [(c.t_recv_s, 1, bool(c.reasoning) and not c.content)
            for c in text_chunks if c.content or c.reasoning]
+
     total = trace.completion_tokens
     if total is None or total == len(pts):
         return pts, "one-per-chunk"
@@ -76,7 +77,7 @@ def compute(trace: RequestTrace, steady_state_start: int = 0) -> RequestMetrics:
     n_tokens = sum(p[1] for p in pts)
     reasoning = trace.reasoning_tokens
     if reasoning is None and pts:
-        reasoning = sum(p[1] for p in pts if p[2])
+        reasoning = reasoning_tokens_seen(trace, pts)
 
     itl: list[float] = []
     if pts:
@@ -111,6 +112,18 @@ def compute(trace: RequestTrace, steady_state_start: int = 0) -> RequestMetrics:
         itl_p99_s=_pct(itl_sorted, 99),
         finish_reason=trace.finish_reason,
     )
+
+
+def reasoning_tokens_seen(trace: RequestTrace, pts: list[tuple[float, int, bool]]) -> int:
+    """Reasoning tokens when usage has no detail: tokens of reasoning-only chunks, plus, for a
+    chunk carrying both (the switch from reasoning to content), a share by text length."""
+    total = sum(p[1] for p in pts if p[2])
+    for c in trace.chunks:
+        if c.reasoning and c.content and c.tokens:
+            share = len(c.reasoning) / (len(c.reasoning) + len(c.content))
+            # each non-empty fragment holds at least one token
+            total += min(max(1, round(c.tokens * share)), max(1, c.tokens - 1))
+    return total
 
 
 def _steady(pts: list[tuple[float, int, bool]], start: int
