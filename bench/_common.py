@@ -18,7 +18,8 @@ from typing import Any
 import httpx
 
 SIM_CPU = 1  # the simulator gets one core ...
-CLIENT_CPU = 0  # ... and the client under test the other, so they never share a GIL or core
+CLIENT_CPU = 0
+SIM_MAIN = "import sys; from decodescope.cli.sim import command; sys.exit(command())"  # ... and the client under test the other, so they never share a GIL or core
 
 
 def check_clocks() -> None:
@@ -60,8 +61,8 @@ class Sim:
 @contextlib.contextmanager
 def simulator(args: Sequence[str], cpu: int | None = SIM_CPU) -> Iterator[Sim]:
     """`decodescope sim --port 0 --json ARGS` in its own process, pinned to `cpu`."""
-    cmd = [*pinned(cpu), sys.executable, "-m", "decodescope.cli.main", "sim", "--port", "0",
-           "--json", *args]
+    # The sim command itself, not the whole CLI: a broken import elsewhere must not stop it.
+    cmd = [*pinned(cpu), sys.executable, "-c", SIM_MAIN, "--port", "0", "--json", *args]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None

@@ -9,6 +9,9 @@ Profiles (what a busy vLLM 0.11+ server with default logging writes; all synthet
              `SpecDecoding metrics:` line (MTP k=3), a uvicorn access line per request
              (0.5-4 req/s over a day cycle, idle 2 h a night: stats lines suppressed), a
              health probe every 10 s and a Prometheus scrape every 15 s.
+  request-logging  realistic, plus vLLM's per-request log lines (`--enable-log-requests`:
+             `Received request ... prompt: '...' params: SamplingParams(...)` and `Added
+             request`): stats lines are a small share of the bytes.
   dense      stats lines only (Engine + SpecDecoding every interval): the worst case for
              the reader, every line is a candidate.
 
@@ -60,12 +63,38 @@ def poisson(rng: random.Random, lam: float) -> int:
         n += 1
 
 
-def interval_lines(rng: random.Random, t: float, profile: str, idle_before: bool) -> tuple[list[str], bool]:
+WORDS = ["the", "model", "server", "request", "token", "cache", "decode", "prefill", "batch",
+         "engine", "draft", "accept", "write", "a", "function", "that", "parses", "log", "and",
+         "returns", "median", "throughput", "per", "window", "explain", "why", "numbers",
+         "differ", "between", "two", "runs", "what", "to", "measure", "next"]
+PARAMS = ("SamplingParams(n=1, presence_penalty=0.0, frequency_penalty=0.0, repetition_penalty=1.0, "
+          "temperature=0.7, top_p=0.8, top_k=20, min_p=0.0, seed=None, stop=[], stop_token_ids=[], "
+          "bad_words=[], include_stop_str_in_output=False, ignore_eos=False, max_tokens=2048, "
+          "min_tokens=0, logprobs=None, prompt_logprobs=None, skip_special_tokens=True, "
+          "spaces_between_special_tokens=True, truncate_prompt_tokens=None, guided_decoding=None, "
+          "extra_args=None)")
+
+
+def request_log_lines(rng: random.Random, t: float, prompts: list[str]) -> list[str]:
+    rid = f"chatcmpl-{rng.getrandbits(64):016x}"
+    stamp = datetime.fromtimestamp(t).strftime("%m-%d %H:%M:%S")
+    head = f"(APIServer pid=5020) INFO {stamp} "
+    return [f"{head}[logger.py:41] Received request {rid}: prompt: '{rng.choice(prompts)}', "
+            f"params: {PARAMS}, prompt_token_ids: None, prompt_embeds shape: None, "
+            f"lora_request: None.",
+            f"{head}[async_llm.py:270] Added request {rid}."]
+
+
+def interval_lines(rng: random.Random, t: float, profile: str, idle_before: bool,
+                   prompts: list[str]) -> tuple[list[str], bool]:
     """Lines of one 10 s stats interval ending at t; returns (lines, idle)."""
     lines: list[str] = []
-    lam = request_rate(t) if profile == "realistic" else 2.0
-    if profile == "realistic":
-        lines += [access_line(rng.randint(30000, 60000)) for _ in range(poisson(rng, lam * INTERVAL_S))]
+    lam = request_rate(t) if profile != "dense" else 2.0
+    if profile != "dense":
+        for _ in range(poisson(rng, lam * INTERVAL_S)):
+            if profile == "request-logging":
+                lines += request_log_lines(rng, t - rng.uniform(0, INTERVAL_S), prompts)
+            lines.append(access_line(rng.randint(30000, 60000)))
         lines.append(access_line(rng.randint(30000, 60000), "/health", "GET"))
         if int(t) % 30 < 10 or int(t) % 30 >= 25:
             lines.append(access_line(rng.randint(30000, 60000), "/metrics", "GET"))
@@ -87,6 +116,8 @@ def interval_lines(rng: random.Random, t: float, profile: str, idle_before: bool
 
 def generate(path: Path, size_mb: int, profile: str, seed: int = 1) -> None:
     rng = random.Random(seed)
+    prompts = ["<|im_start|>user\\n" + " ".join(rng.choice(WORDS) for _ in range(rng.randint(30, 600)))
+               + "<|im_end|>\\n<|im_start|>assistant\\n" for _ in range(64)]
     target = size_mb * (1 << 20)
     written, t, idle = 0, T_START, False
     with open(path, "w", buffering=1 << 20) as f:
@@ -94,7 +125,7 @@ def generate(path: Path, size_mb: int, profile: str, seed: int = 1) -> None:
             chunk = []
             for _ in range(1000):
                 t += INTERVAL_S
-                lines, idle = interval_lines(rng, t, profile, idle)
+                lines, idle = interval_lines(rng, t, profile, idle, prompts)
                 chunk.extend(lines)
             text = "\n".join(chunk) + "\n"
             f.write(text)
@@ -125,7 +156,8 @@ def timed(cmd: list[str], repeat: int) -> tuple[float, float, str]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size-mb", type=int, default=1024)
-    ap.add_argument("--profile", choices=["realistic", "dense"], default="realistic")
+    ap.add_argument("--profile", choices=["realistic", "request-logging", "dense"],
+                    default="realistic")
     ap.add_argument("--path", help="log file to use (generated if missing; kept)")
     ap.add_argument("--repeat", type=int, default=3, help="runs per tool; the best counts")
     ap.add_argument("--keep", action="store_true", help="keep the generated file")
@@ -153,7 +185,7 @@ def main() -> int:
         d_wall, d_cpu, d_out = timed([*ds, "logs", str(path), "--json"], args.repeat)
         result = json.loads(d_out)
         print(f"file: {size_mb:.0f} MB synthetic vLLM V1 log ({args.profile}), "
-              f"{result['lines']['lines_total']:,} lines, {result['windows_total']:,} windows "
+              f"{result['lines']['lines_parsed']:,} stats lines, {result['windows_total']:,} windows "
               f"(grep counted {int(g_out):,} stats lines); best of {args.repeat}; "
               f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
         print(f"{'tool':<26}{'wall s':>8}{'cpu s':>8}{'MB/s':>8}{'ratio':>7}  (MB/s, ratio: cpu)")

@@ -51,7 +51,7 @@ def test_band_and_floor_derived_from_runs_engine_first(store):
                          band=None, floor=None, now=1.0)
     assert base.source == "engine" and base.derived
     assert base.values == (100.0, 102.5, 105.0)
-    assert base.band == pytest.approx(derive_band([100.0, 105.0]))
+    assert base.band is not None and base.band == pytest.approx(derive_band([100.0, 105.0]))
     assert base.band[0] == pytest.approx(100.0 * (1 - th.DERIVED_BAND_PAD))
     assert base.floor == pytest.approx(base.band[0] * (1 - th.FLOOR_BELOW_BAND))
     assert base.length_decay_pct == pytest.approx(-1.0)
@@ -78,6 +78,9 @@ def test_runs_of_another_caliber_are_refused(store):
     rid = store_run(store, "demo-code-rewrite", [trial(80.0), trial(81.0)])
     with pytest.raises(UsageError, match="not anchor-c1-out1280"):
         make_baseline("x", resolve(ANCHOR), [load_run(store, rid)], band=None, floor=None)
+    missed = store_run(store, ANCHOR, [trial(80.0), trial(81.0)], caliber_status="missed")
+    with pytest.raises(UsageError, match="missed its caliber"):
+        make_baseline("x", resolve(ANCHOR), [load_run(store, missed)], band=None, floor=None)
     with pytest.raises(UsageError, match="bad baseline name"):
         make_baseline("42", resolve(ANCHOR), [], band=(1.0, 2.0), floor=None)
 

@@ -359,3 +359,26 @@ def test_start_over_a_stale_record_replaces_it(tmp_path: Path) -> None:
     ) as eng:
         record = state.read_record(tmp_path, port)
         assert record is not None and record.pid == eng.pid != stale.pid
+
+
+def test_cli_start_in_another_process_then_stop_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    final = _seed_cache(tmp_path / "cache")
+    (final / "bin" / "llama-server").write_text(FAKE_SERVER.format(python=sys.executable))
+    env = {
+        **os.environ,
+        "DECODESCOPE_CACHE": str(tmp_path / "cache"),
+        "DECODESCOPE_ENGINE_STATE": str(tmp_path / "state"),
+    }
+    port = server.free_port()
+    cmd = [sys.executable, "-m", "decodescope.cli.main", "engine", "start", "--port", str(port)]
+    started = subprocess.run([*cmd, "--json"], env=env, capture_output=True, text=True, timeout=60)
+    assert started.returncode == 0, started.stderr
+    pid = json.loads(started.stdout)["pid"]
+    again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+    assert again.returncode == 7 and f"engine stop --port {port}" in again.stderr
+    result = server.stop_engine(port, state_dir=tmp_path / "state")  # not our child
+    assert result.was_running and result.signal == "SIGTERM" and result.pid == pid
+    gone = not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    assert gone

@@ -32,11 +32,12 @@ def seed_log(tmp_path: Path) -> str:
 def test_text_output_answer_first(seed_log: str, capsys):
     assert main(["logs", seed_log, "--year", "2026"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == ("vLLM log, 30 windows 09-15 23:29\u201323:34: decode median 15.0 tok/s "
+    assert out[0] == ("vLLM log, 30 windows 09-15 23:29:50\u201323:34:50: decode median 15.0 tok/s "
                       "(peak 16.0), MAL 2.80, step rate 5.0/s")
     assert any("from – to" in ln for ln in out)  # 30 windows: binned rows
-    assert any(ln.startswith("lines: 90 read, 60 stats lines parsed, 0 not understood")
-               for ln in out)
+    assert any(ln.startswith("read 19.2 kB: 60 stats lines parsed, 0 not understood")
+               for ln in out), out
+    assert any(ln.startswith("23:29:50 – 23:30:10   Engine 000         2") for ln in out), out
 
 
 def test_json_output(seed_log: str, capsys):
@@ -102,8 +103,8 @@ def test_no_windows_is_exit_0_with_counts(tmp_path: Path, capsys):
     assert main(["logs", str(p)]) == 0
     cap = capsys.readouterr()
     assert cap.out.startswith("engine log: no engine windows found")
-    assert "lines: 3 read, 0 stats lines parsed, 1 not understood" in cap.out
-    assert "warning: no engine windows found (3 lines read, 1 stats lines not understood)" in cap.err
+    assert "read 42 bytes: 0 stats lines parsed, 1 not understood" in cap.out
+    assert "warning: no engine windows found (42 bytes read, 1 stats lines not understood)" in cap.err
 
 
 def test_empty_file(tmp_path: Path, capsys):

@@ -68,7 +68,7 @@ def test_follow_growth_rotation_truncation(tmp_path: Path):
     assert [round(((x.t_end_s or 0) - T0) / 10) for x in w] == list(range(1, 11))
     assert all(x.mal == pytest.approx(2.8) for x in w)
     assert (counts.rotations, counts.truncations) == (1, 1)
-    assert counts.lines_total == 20
+    assert counts.lines_parsed == 20
 
 
 def test_follow_waits_for_missing_file_then_stops(tmp_path: Path):

@@ -184,7 +184,7 @@ def test_garbage_lines_are_counted_never_fatal(tmp_path: Path):
     w = list(iter_windows(str(p), year=2026, counts=counts))
     assert len(w) == 2
     assert counts.unparsed == {"vllm.stats": 2, "vllm.spec": 2}
-    assert counts.lines_total == len(lines) + 1
+    assert counts.bytes_read == p.stat().st_size
 
 
 def test_year_rollover_and_mtime(tmp_path: Path):
@@ -241,3 +241,38 @@ def test_split_fields_continuations():
 
 def test_unparsed_marker():
     assert parse("INFO 01-01 00:00:00 SpecDecoding metrics: Accepted: many") == Unparsed("vllm.spec")
+
+
+def test_v0_early_tokens_tokens_wording():
+    r = parse("INFO 07-25 10:00:00 metrics.py:396] Speculative metrics: Draft acceptance rate: "
+              "0.500, System efficiency: 0.400, Number of speculative tokens: 4, Number of "
+              "accepted tokens: 20, Number of draft tokens tokens: 40, Number of emitted tokens "
+              "tokens: 20.")
+    assert isinstance(r, V.VSpec) and r.variant == "v0-early"
+    assert (r.k, r.accepted, r.drafted, r.emitted) == (4, 20, 40, 20)
+    assert r.printed["system_efficiency"] == pytest.approx(20 / ((40 / 4) * 5))
+
+
+def test_spec_line_pairs_with_the_stats_line_of_its_own_pid(tmp_path: Path):
+    lines = []
+    for i in range(1, 4):
+        t = T0 + 10 * i
+        lines += [engine_line(t, 14.0, pid=11), engine_line(t, 99.0, pid=22, engine=3),
+                  spec_line(t, 50, [40, 30, 20], pid=11)]
+    w = list(iter_windows(write(tmp_path, lines), year=2026))
+    by_pid = {(x.printed["pid"], x.engine_id): x for x in w}
+    assert by_pid[(11.0, "Engine 000")].drafts == 50
+    assert by_pid[(22.0, "Engine 003")].drafts is None
+
+
+def test_idle_diluted_printed_throughputs_are_not_used(tmp_path: Path):
+    """vllm-ascend#12521: after draft-less intervals the printed spec throughputs span 30 s.
+    The window uses the counts over the engine interval; MAL and step rate are unaffected."""
+    t = T0 + 10
+    diluted = spec_line(t, 50, [40, 30, 20], interval_s=30.0)
+    w = list(iter_windows(write(tmp_path, [engine_line(t, 14.0), diluted,
+                                           engine_line(t + 10, 14.0), spec_line(t + 10, 50, [40, 30, 20])]),
+                          year=2026))
+    assert w[0].printed["accepted_throughput"] == pytest.approx(90 / 30, abs=0.01)
+    assert (w[0].mal, w[0].step_rate) == (w[1].mal, w[1].step_rate)
+    assert w[0].step_rate == pytest.approx(5.0)

@@ -169,3 +169,36 @@ def test_raw_series_is_stored(sim: SimHandle, tmp_path: Path,
     assert marks[:3] == ["start", "trial_start:0", "trial_end:0"] and marks[-1] == "stop"
     assert all(s.prefix == "vllm" for s in scrapes)
     assert len(scrapes) >= 5
+
+
+def test_log_tail_attaches_log_windows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`probe --log FILE`: the vLLM-format log the simulator writes is tailed from its size
+    at start; its windows (source="log") are stored with the run."""
+    log = tmp_path / "vllm.log"
+    old = ("INFO 01-01 00:00:{s:02d} [loggers.py:271] Engine 000: Avg prompt throughput: 0.0 "
+           "tokens/s, Avg generation throughput: 999.0 tokens/s, Running: 7 reqs, Waiting: 0 "
+           "reqs, GPU KV cache usage: 1.0%, Prefix cache hit rate: 0.0%\n")
+    log.write_text("".join(old.format(s=s) for s in (0, 10, 20)))  # before the probe: skipped
+    cfg = SimConfig(time_scale=TIME_SCALE, seed=2, batch_slowdown=0.0, log_path=str(log),
+                    log_interval_s=5.0)  # 1 s real: the log's stamps have 1 s resolution
+    with SimServer(cfg).start_in_thread() as sim:
+        doc = probe(sim.url, caliber(tmp_path, tokens=1000), tmp_path / "s.db", capsys,
+                    "--trials", "3", "--log", str(log))
+    res = doc["result"]
+    logs = [w for w in doc["windows"] if w["source"] == "log"]
+    assert logs, res["findings"]
+    assert all(w["engine"] == "vllm" for w in logs)
+    assert all(w["running"] != 7 for w in logs)
+    assert res["contamination"]["flagged"] is False
+    assert "log" in res["engine"]
+    assert res["engine"]["log"]["mal"] == pytest.approx(
+        expected_mal(cfg.probs("code", 0.0)), rel=0.2)
+    assert res["decomposition"]["source"] == "prometheus"  # the scrape still decides
+
+
+def test_log_option_needs_an_existing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                           sim: SimHandle) -> None:
+    rc = main(["probe", sim.url, "--caliber", caliber(tmp_path), "--store",
+               str(tmp_path / "s.db"), "--log", str(tmp_path / "missing.log"), "--json"])
+    assert rc == 2
+    assert "no such log file" in capsys.readouterr().err

@@ -109,7 +109,7 @@ def test_nice_ticks_cover_the_range_with_round_steps() -> None:
     assert nice_ticks(0, 87.3) == [0, 20, 40, 60, 80, 100]
     assert nice_ticks(0, 7.5) == [0, 2, 4, 6, 8]
     t = nice_ticks(0.3, 20.6, 8)
-    assert t[0] <= 0.3 and t[-1] >= 20.6 and all(math.isclose(b - a, 5) for a, b in zip(t, t[1:]))
+    assert t[0] <= 0.3 and t[-1] >= 20.6 and all(math.isclose(b - a, 5) for a, b in zip(t, t[1:], strict=False))
 
 
 # -- renderers -----------------------------------------------------------------------------------

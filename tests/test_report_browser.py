@@ -101,3 +101,85 @@ def test_plots_without_engine_data_say_so_in_words(tmp_path: Path) -> None:
         assert by_id[pid]["marks"] == 0
         assert by_id[pid]["noData"].startswith("No data:")
     assert state["simBanner"] and "SIMULATED" in state["text"]
+
+
+# -- stored runs from the simulator, through the CLI --------------------------------------------
+@needs_chromium
+def test_simulator_pair_through_probe_and_report_commands(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from decodescope.cli.main import main
+    from decodescope.sim.config import SimConfig
+    from decodescope.sim.server import SimServer
+
+    assert CHROMIUM is not None
+    store = str(tmp_path / "runs.sqlite")
+    with SimServer(SimConfig(time_scale=0.05, seed=3)).start_in_thread() as sim:
+        for cal in ("demo-code-rewrite", "demo-varied-prose"):
+            assert main(["probe", sim.url, "--caliber", cal, "--trials", "2", "--store", store,
+                         "--no-fingerprint", "--json"]) == 0
+    capsys.readouterr()
+    out = artifact("report-simulated-pair.html")
+    assert main(["report", "1", "2", "-o", str(out), "--store", store]) == 0
+    with open_page(CHROMIUM, out) as page:
+        state = page_state(page)
+        shot = page.screenshot(artifact("report-simulated-pair.png"))
+        problems = page.problems()
+    print(f"screenshot: {shot}")
+    assert problems == []
+    assert state["simBanner"] and state["text"].count("SIMULATED") >= 3
+    assert state["verdicts"] == ["CALIBER_MISMATCH"] and state["runs"] == ["run-1", "run-2"]
+    by_id = {p["id"]: p for p in state["plots"]}
+    for pid in ("decode-over-time", "decode-by-position"):  # client data always exists
+        assert by_id[pid]["state"] == "data" and by_id[pid]["drawn"] >= 1
+    for p in state["plots"]:  # engine plots: drawn, or say why not in words
+        assert (p["state"] == "data" and p["drawn"] >= 1) or (
+            p["state"] == "no-data" and p["marks"] == 0 and p["noData"].startswith("No data: "))
+
+
+# -- the real engine: the seed's phenomenon on a CPU ---------------------------------------------
+@pytest.mark.e2e
+@pytest.mark.timeout(1500)
+@needs_chromium
+def test_real_engine_caliber_mismatch_pair_report(tmp_path: Path) -> None:
+    import json
+
+    from decodescope.caliber.load import resolve
+    from decodescope.cli.main import main
+    from decodescope.engines.install import find_install
+    from decodescope.engines.server import EngineSettings, running_engine
+    from decodescope.probe.runner import ProbeSettings, prepare, run_probe
+    from decodescope.store.db import Store
+    from decodescope.telemetry.observers import PrometheusObserver
+
+    install = find_install()
+    if install is None:
+        pytest.skip("embedded engine not installed: run `decodescope engine install`")
+    assert CHROMIUM is not None
+    store = tmp_path / "runs.sqlite"
+    settings = EngineSettings(port=0, threads=2, spec="ngram")
+    with running_engine(settings, install=install, state_dir=tmp_path / "engine") as eng, \
+            Store.open(store) as st:
+        for cal in ("demo-code-rewrite", "demo-varied-prose"):
+            probe = ProbeSettings(url=eng.url, caliber=resolve(cal), trials=2,
+                                  labels={"e2e": "report"})
+            prepared = prepare(probe)
+            observer = PrometheusObserver(eng.url, prepared[0].kind, in_flight=1)
+            run_probe(probe, st, observers=[observer], prepared=prepared)
+    html_out = artifact("report-real-engine.html")
+    for fmt, path in (("html", html_out), ("md", artifact("report-real-engine.md")),
+                      ("json", artifact("report-real-engine.json"))):
+        assert main(["report", "1", "2", "--format", fmt, "-o", str(path),
+                     "--store", str(store)]) == 0
+    doc = json.loads(artifact("report-real-engine.json").read_text())
+    code, prose = (r["engine_pool"]["mal"] for r in doc["runs"])
+    assert code > prose + 1.0  # n-gram drafts match a code rewrite, not varied prose
+    with open_page(CHROMIUM, html_out) as page:
+        state = page_state(page)
+        shot = page.screenshot(artifact("report-real-engine.png"))
+        problems = page.problems()
+    print(f"screenshot: {shot}\nreport: {html_out}")
+    assert problems == []
+    assert not state["simBanner"] and "llamacpp" in state["text"]
+    assert state["runs"] == ["run-1", "run-2"]
+    assert state["verdicts"] == ["CALIBER_MISMATCH"]
+    assert state["evidenceRows"] >= 3 and "same caliber?" in state["text"]
+    assert_all_plots_drawn(state)

@@ -74,7 +74,7 @@ def store_run(store: Store, caliber: str, trials: list[dict[str, Any]], *,
               fingerprint: dict[str, Any] | None = None, labels: dict[str, str] | None = None,
               contamination: dict[str, Any] | None = None, length_decay_pct: float | None = None,
               url: str = "http://127.0.0.1:8000", engine: str = "vllm",
-              simulated: bool = False) -> int:
+              simulated: bool = False, caliber_status: str = "ok") -> int:
     """A completed probe run with the given per-trial results (no request traces)."""
     cal = resolve(caliber)
     rid = sr.create_run(store, url=url, model="m", engine=engine, caliber=cal.to_dict(),
@@ -87,7 +87,7 @@ def store_run(store: Store, caliber: str, trials: list[dict[str, Any]], *,
                      result={"requests": [], "findings": []}, requests=[])
         ts.append(t)
     result: dict[str, Any] = {"result_version": 1, "trials": ts, "client": {}, "engine": {},
-                              "caliber_status": "ok", "findings": []}
+                              "caliber_status": caliber_status, "findings": []}
     if contamination is not None:
         result["contamination"] = contamination
     if length_decay_pct is not None:

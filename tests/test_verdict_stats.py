@@ -48,6 +48,7 @@ def test_clear_drop_is_beyond_noise_with_an_interval_around_it():
     c = relative_change("decode", [100, 101, 99, 100], [80, 81, 79, 80])
     assert c.status == "down" and c.changed
     assert c.rel == pytest.approx(-0.2, abs=0.002)
+    assert c.ci_lo is not None and c.ci_hi is not None and c.rel is not None
     assert c.ci_lo < c.rel < c.ci_hi < 0
     assert "beyond noise" in c.describe() and "−20.0%" in c.describe()
 
@@ -55,6 +56,7 @@ def test_clear_drop_is_beyond_noise_with_an_interval_around_it():
 def test_same_values_are_not_significant_and_say_so():
     c = relative_change("decode", [100, 102, 98], [101, 99, 100])
     assert c.status == "not_significant" and not c.changed
+    assert c.ci_lo is not None and c.ci_hi is not None
     assert c.ci_lo < 0 < c.ci_hi
     assert c.describe().endswith("not significant")
 
@@ -93,9 +95,11 @@ def test_trials_needed_reaches_the_target_half_width():
     sd = 0.05  # 5 % spread of log values on each side
     n = trials_needed(sd, sd, 0.03)
     assert n is not None
-    half = t_quantile(0.975, welch_df(sd**2, n, sd**2, n)) * math.sqrt(2 * sd**2 / n)
+    df, df_before = welch_df(sd**2, n, sd**2, n), welch_df(sd**2, n - 1, sd**2, n - 1)
+    assert df is not None and df_before is not None
+    half = t_quantile(0.975, df) * math.sqrt(2 * sd**2 / n)
     assert half <= math.log1p(0.03)
-    half_before = t_quantile(0.975, welch_df(sd**2, n - 1, sd**2, n - 1)) * math.sqrt(2 * sd**2 / (n - 1))
+    half_before = t_quantile(0.975, df_before) * math.sqrt(2 * sd**2 / (n - 1))
     assert half_before > math.log1p(0.03)
     assert trials_needed(0.0, 0.0, 0.03) == th.MIN_UNITS
     assert trials_needed(5.0, 5.0, 0.001) is None  # more than MAX_TRIALS_SUGGESTED

@@ -181,12 +181,15 @@ def decomposition(pools: dict[str, dict[str, Any]], client_rate: float | None
         return None
     rate, step, tps = eng.get("decode_rate_per_request"), eng.get("step_rate"), \
         eng.get("tokens_per_step")
-    product = step * tps if (step is not None and tps is not None) else None
+    mal = eng.get("mal")
+    # decode = step rate × tokens per step holds by construction; step rate × MAL reproduces
+    # the decode rate only when every step drafts (the gap is the share of draft-less steps).
+    product = step * mal if (step is not None and mal is not None) else None
     out: dict[str, Any] = {
         "source": src,
         "client_decode_rate": client_rate,
         "engine_decode_rate": rate,
-        "mal": eng.get("mal"),
+        "mal": mal,
         "tokens_per_step": tps,
         "step_rate": step,
         "draft_step_rate": eng.get("draft_step_rate"),

@@ -19,7 +19,6 @@ from decodescope.errors import CaliberError
 from decodescope.evidence import render_rows
 from decodescope.exitcodes import ExitCode
 from decodescope.findings import Finding
-from decodescope.probe.runner import ProbeSettings, prepare, run_probe
 from decodescope.store.db import Store
 from decodescope.verdict.anchor import CheckResult, check_against
 from decodescope.verdict.baseline import get_baseline
@@ -38,6 +37,7 @@ class ProbeOptions:
     proxy: str | None = None
     log_path: str | None = None
     scrape: bool = True
+    scrape_interval_s: float = 1.0
     fingerprint: bool = True
 
 
@@ -46,6 +46,7 @@ def probe_side(store: Store, url: str, cal: Caliber, opts: ProbeOptions, *, quie
     """Run one probe through run_probe (with the same observers as `probe`); return its Side
     and whether the realized run missed its caliber."""
     from decodescope.cli.probe_setup import build_observers, collect_fp
+    from decodescope.probe.runner import ProbeSettings, prepare, run_probe
 
     settings = ProbeSettings(url=url, caliber=cal, trials=opts.trials, labels=dict(opts.labels),
                              model=opts.model, api_key=opts.api_key, proxy=opts.proxy)
@@ -56,7 +57,7 @@ def probe_side(store: Store, url: str, cal: Caliber, opts: ProbeOptions, *, quie
         click.echo(f"probing {cal.ref} ({cal.identity}) on {info.kind} {info.version or ''}{sim}"
                    f" · {opts.trials} trials", err=True)
     observers = build_observers(settings, info, log_path=opts.log_path, scrape=opts.scrape,
-                                scrape_interval_s=1.0)
+                                scrape_interval_s=opts.scrape_interval_s)
     fp = collect_fp(settings, opts.log_path, ()) if opts.fingerprint else None
     outcome = run_probe(settings, store, observers=observers, fingerprint=fp, prepared=prepared)
     if not quiet:
@@ -76,6 +77,7 @@ def probe_options(f: Any) -> Any:
         click.option("--api-key-env", default=None, metavar="VAR", help="Name of the environment variable holding the API key."),
         click.option("--proxy", default=None, help="Send requests through this proxy."),
         click.option("--log", "log_path", type=click.Path(dir_okay=False), default=None, help="Engine log file to tail during the probes."),
+        click.option("--scrape-interval", default=1.0, show_default=True, type=click.FloatRange(0.05, 60), help="Prometheus scrape interval, seconds."),
         click.option("--no-scrape", is_flag=True, help="Do not scrape /metrics."),
         click.option("--no-fingerprint", is_flag=True, help="Do not collect the stack fingerprint."),
     ]
@@ -85,11 +87,12 @@ def probe_options(f: Any) -> Any:
 
 
 def make_options(trials: int, labels: tuple[str, ...], model: str | None, api_key_env: str | None,
-                 proxy: str | None, log_path: str | None, no_scrape: bool,
-                 no_fingerprint: bool) -> ProbeOptions:
+                 proxy: str | None, log_path: str | None, scrape_interval: float,
+                 no_scrape: bool, no_fingerprint: bool) -> ProbeOptions:
     return ProbeOptions(trials=trials, labels=parse_labels(labels), model=model,
                         api_key=read_api_key(api_key_env), proxy=proxy, log_path=log_path,
-                        scrape=not no_scrape, fingerprint=not no_fingerprint)
+                        scrape=not no_scrape, scrape_interval_s=scrape_interval,
+                        fingerprint=not no_fingerprint)
 
 
 @click.command("check")
@@ -99,15 +102,16 @@ def make_options(trials: int, labels: tuple[str, ...], model: str | None, api_ke
 @store_option
 @json_option
 def command(name: str, url: str, trials: int, labels: tuple[str, ...], model: str | None,
-            api_key_env: str | None, proxy: str | None, log_path: str | None, no_scrape: bool,
-            no_fingerprint: bool, store_path: str | None, as_json: bool) -> int:
+            api_key_env: str | None, proxy: str | None, log_path: str | None,
+            scrape_interval: float, no_scrape: bool, no_fingerprint: bool,
+            store_path: str | None, as_json: bool) -> int:
     """Probe URL at baseline NAME's anchor caliber; exit 1 below the floor or outside the band.
 
     Exit codes: 0 inside the band, 1 below the floor / outside the band, 3 not comparable
     (foreign load, other caliber, no decode rate), 6 the probe missed its caliber.
     """
-    opts = make_options(trials, labels, model, api_key_env, proxy, log_path, no_scrape,
-                        no_fingerprint)
+    opts = make_options(trials, labels, model, api_key_env, proxy, log_path, scrape_interval,
+                        no_scrape, no_fingerprint)
     opts.labels.setdefault("check", name)
     with Store.open(store_path) as store:
         base = get_baseline(store, name)

@@ -13,9 +13,6 @@ from datetime import datetime
 from typing import Any
 
 import click
-from rich import box
-from rich.console import Console
-from rich.table import Table
 
 from decodescope.cli.common import emit, json_option, to_jsonable, warn
 from decodescope.telemetry.logs import (
@@ -30,6 +27,7 @@ from decodescope.telemetry.logs import (
     parse_time,
     window_step_rate,
 )
+from decodescope.telemetry.logs.notes import human_bytes
 from decodescope.telemetry.logs.summary import MAX_WINDOWS_KEPT
 from decodescope.telemetry.window import EngineWindow
 
@@ -112,6 +110,8 @@ def window_line(w: EngineWindow) -> str:
 
 
 def render(s: LogSummary) -> str:
+    from rich.console import Console  # imported here: `logs --json` does not need it
+
     lines = [s.headline()]
     if s.bins:
         out = io.StringIO()
@@ -122,7 +122,10 @@ def render(s: LogSummary) -> str:
     return "\n".join(lines)
 
 
-def _table(s: LogSummary) -> Table:
+def _table(s: LogSummary) -> Any:
+    from rich import box
+    from rich.table import Table
+
     per_window = all(b.windows == 1 for b in s.bins)
     t = Table(box=box.SIMPLE, pad_edge=False, show_edge=False)
     t.add_column("time" if per_window else "from – to")
@@ -136,8 +139,10 @@ def _table(s: LogSummary) -> Table:
     t.add_column("step/s", justify="right")
     t.add_column("running", justify="right")
     t.add_column("flags")
+    days = _one_day(s)
     for b in s.bins:
-        when = _hms(b.t_end_s) if per_window else f"{_hm(b.t_start_s)} – {_hm(b.t_end_s)}"
+        end = _clock(b.t_end_s, days)
+        when = end if per_window else f"{_clock(b.t_start_s, days)} – {end}"
         row = [when, b.engine_id or "-"]
         if not per_window:
             row.append(str(b.windows))
@@ -158,7 +163,7 @@ def _counts_line(s: LogSummary) -> str:
     gaps = (f"{s.idle_gap_count} ({s.idle_gap_total_s:.0f} s, longest "
             f"{s.idle_gaps[0].seconds:.0f} s)" if s.idle_gaps else "none")
     formats = ", ".join(f"{k} {v}" for k, v in ln["formats"].items())
-    return (f"lines: {ln['lines_total']:,} read, {ln['lines_parsed']:,} stats lines parsed, "
+    return (f"read {human_bytes(ln['bytes_read'])}: {ln['lines_parsed']:,} stats lines parsed, "
             f"{ln['lines_unparsed']:,} not understood" + (f" ({formats})" if formats else "") + "\n"
             f"engines: {engines} · idle windows: {s.windows_idle} · idle gaps: {gaps}")
 
@@ -171,5 +176,13 @@ def _hms(t: float | None) -> str:
     return "-" if t is None else datetime.fromtimestamp(t).strftime("%m-%d %H:%M:%S")
 
 
-def _hm(t: float | None) -> str:
-    return "-" if t is None else datetime.fromtimestamp(t).strftime("%m-%d %H:%M")
+def _one_day(s: LogSummary) -> bool:
+    if s.t_first_s is None or s.t_last_s is None:
+        return False
+    return datetime.fromtimestamp(s.t_first_s).date() == datetime.fromtimestamp(s.t_last_s).date()
+
+
+def _clock(t: float | None, one_day: bool) -> str:
+    if t is None:
+        return "-"
+    return datetime.fromtimestamp(t).strftime("%H:%M:%S" if one_day else "%m-%d %H:%M:%S")

@@ -25,8 +25,8 @@ from decodescope.verdict.matrix import caliber_matrix, render_matrix
 @store_option
 @json_option
 def command(url: str, caliber_list: str, trials: int, labels: tuple[str, ...], model: str | None,
-            api_key_env: str | None, proxy: str | None, log_path: str | None, no_scrape: bool,
-            no_fingerprint: bool, bands_path: str | None, fmt: str, store_path: str | None,
+            api_key_env: str | None, proxy: str | None, log_path: str | None,
+            scrape_interval: float, no_scrape: bool, no_fingerprint: bool, bands_path: str | None, fmt: str, store_path: str | None,
             as_json: bool) -> int:
     """Probe several calibers on one server; print decode rate, MAL and step rate per caliber
     and how much the headline number moves with the caliber alone."""
@@ -36,8 +36,8 @@ def command(url: str, caliber_list: str, trials: int, labels: tuple[str, ...], m
                          remedy="e.g. --calibers demo-code-rewrite,demo-varied-prose")
     cals = [resolve(n) for n in names]  # every name is checked before the first probe
     bands = load_bands(bands_path) if bands_path else DEFAULT_BANDS
-    opts = make_options(trials, labels, model, api_key_env, proxy, log_path, no_scrape,
-                        no_fingerprint)
+    opts = make_options(trials, labels, model, api_key_env, proxy, log_path, scrape_interval,
+                        no_scrape, no_fingerprint)
     opts.labels.setdefault("sweep", ",".join(c.ref for c in cals))
     sides = []
     with Store.open(store_path) as store:
@@ -48,7 +48,8 @@ def command(url: str, caliber_list: str, trials: int, labels: tuple[str, ...], m
     if fmt == "md":
         from decodescope.report.markdown import numbers_side_by_side
 
-        click.echo(matrix.summary + "\n\n" + numbers_side_by_side(sides, bands))
+        sim = " [SIMULATED]" if matrix.simulated else ""
+        click.echo(matrix.summary + sim + "\n\n" + numbers_side_by_side(sides, bands))
     else:
         emit(matrix, as_json, render_matrix)
     return 0

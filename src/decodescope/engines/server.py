@@ -327,13 +327,17 @@ def _wait_gone(pid: int, timeout_s: float) -> bool:
             return False
         _CHILDREN.pop(pid, None)
         return True
-    try:
-        psutil.Process(pid).wait(timeout=timeout_s)
-    except psutil.NoSuchProcess:
-        return True
-    except psutil.TimeoutExpired:
-        return False
-    return True
+    # Not our child: poll. A zombie counts as gone (its parent, not us, must reap it).
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(_POLL_S)
 
 
 def _reap(pid: int) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import httpx
@@ -25,6 +25,7 @@ from decodescope.errors import (
     StreamClosedError,
     UnreachableError,
 )
+from decodescope.probe.h1 import H1Pool
 from decodescope.probe.sse import SSEParser
 from decodescope.probe.trace import Chunk, RequestTrace
 
@@ -35,14 +36,29 @@ CONNECT_TIMEOUT_S = 10.0
 READ_TIMEOUT_S = 600.0
 
 
+class ProbeClient(httpx.AsyncClient):
+    """An httpx.AsyncClient that streams plain-http requests through the lean HTTP/1.1 path
+    (probe/h1.py); https, proxies and everything else go through httpx itself."""
+
+    def __init__(self, *args: Any, h1: H1Pool | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.h1 = h1
+
+    async def aclose(self) -> None:
+        if self.h1 is not None:
+            self.h1.close()
+        await super().aclose()
+
+
 def make_client(proxy: str | None = None, timeout_s: float = READ_TIMEOUT_S,
                 max_connections: int = 256) -> httpx.AsyncClient:
-    return httpx.AsyncClient(
+    return ProbeClient(
         trust_env=False,
         proxy=proxy,
         timeout=httpx.Timeout(timeout_s, connect=CONNECT_TIMEOUT_S),
         limits=httpx.Limits(max_connections=max_connections,
                             max_keepalive_connections=max_connections),
+        h1=None if proxy else H1Pool(CONNECT_TIMEOUT_S, timeout_s, max_connections),
     )
 
 
@@ -62,64 +78,110 @@ async def stream_request(
 ) -> RequestTrace:
     """Send one streaming request; return its trace. Failures come back as a trace with
     `error` set (never raised), so a caller can keep what was received; `raise_for_trace`
-    turns such a trace into the matching exception."""
+    turns such a trace into the matching exception.
+
+    Every socket read is timestamped once (`clock()`), and each chunk it completes gets that
+    time: a chunk's receipt time is when its last byte was read."""
     url = base_url.rstrip("/") + path
     t_send = clock()
-    t_headers: float | None = None
-    status: int | None = None
-    chunks: list[Chunk] = []
-    state = _StreamState()
+    rec = _Recorder(url, body.get("model"), on_chunk)
+    state, chunks = rec.state, rec.chunks
+    h1 = getattr(client, "h1", None)
     try:
-        async with client.stream("POST", url, json=body, headers=auth_headers(api_key)) as resp:
-            t_headers = clock()
-            status = resp.status_code
-            if status != 200:
-                text = (await resp.aread()).decode("utf-8", "replace")
-                raise _http_error(status, text, url, body.get("model"))
-            ctype = resp.headers.get("content-type", "")
-            if "text/event-stream" not in ctype:
-                head = (await resp.aread())[:200].decode("utf-8", "replace")
-                kind = "HTML" if ("html" in ctype or head.lstrip().startswith("<")) else ctype or "no content-type"
-                raise NotSSEError(f"server answered a streaming request with {kind}, not SSE",
-                                  where=url, remedy="Point the URL at the OpenAI-compatible server root (not a proxy or web UI)")
-            state.request_id = resp.headers.get("x-request-id")
-            parser = SSEParser()
-            async for block in resp.aiter_raw():
-                t = clock()
-                for data in parser.feed(block):
-                    chunk = state.on_event(data, t, url)
-                    if chunk is not None:
-                        chunks.append(chunk)
-                        if on_chunk is not None:
-                            on_chunk(chunk)
-            for data in parser.close():
-                chunk = state.on_event(data, clock(), url)
-                if chunk is not None:
-                    chunks.append(chunk)
-            if not state.done and state.finish_reason is None:
-                raise StreamClosedError("server closed the stream before it finished",
-                                        where=f"{url}, after {len(chunks)} chunks",
-                                        remedy="Check the server log for a crash or restart; rerun the probe")
+        if isinstance(h1, H1Pool) and h1.accepts(url):
+            content = json.dumps(body).encode()
+            await h1.stream(url, content, auth_headers(api_key), rec, clock)
+        else:
+            await _stream_httpx(client, url, body, auth_headers(api_key), rec, clock)
+        for data in rec.parser.close():
+            rec.event(data, clock())
+        if not state.done and state.finish_reason is None:
+            raise StreamClosedError("server closed the stream before it finished",
+                                    where=f"{url}, after {len(chunks)} chunks",
+                                    remedy="Check the server log for a crash or restart; rerun the probe")
     except (EndpointError, ProtocolError) as exc:
-        return state.trace(t_send, t_headers, chunks, status, clock(), exc)
+        return state.trace(t_send, rec.t_headers, chunks, rec.status, clock(), exc)
     except httpx.ConnectError as exc:
         err = UnreachableError(f"cannot connect: {_reason(exc)}", where=url,
                                remedy="Is the server running and listening on that host:port? Try `decodescope doctor URL`")
-        return state.trace(t_send, t_headers, chunks, status, clock(), err)
+        return state.trace(t_send, rec.t_headers, chunks, rec.status, clock(), err)
     except httpx.TimeoutException as exc:
-        cls = UnreachableError if t_headers is None else StreamClosedError
+        cls = UnreachableError if rec.t_headers is None else StreamClosedError
         err2 = cls(f"timed out ({type(exc).__name__})", where=url,
                    remedy="The server is stalled or overloaded; check its log")
-        return state.trace(t_send, t_headers, chunks, status, clock(), err2)
+        return state.trace(t_send, rec.t_headers, chunks, rec.status, clock(), err2)
     except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
         err3 = StreamClosedError(f"connection broke mid-stream: {_reason(exc)}",
                                  where=f"{url}, after {len(chunks)} chunks",
                                  remedy="Check the server log for a crash or restart; rerun the probe")
-        return state.trace(t_send, t_headers, chunks, status, clock(), err3)
+        return state.trace(t_send, rec.t_headers, chunks, rec.status, clock(), err3)
     except httpx.HTTPError as exc:
         err4 = UnreachableError(f"HTTP failure: {_reason(exc)}", where=url)
-        return state.trace(t_send, t_headers, chunks, status, clock(), err4)
-    return state.trace(t_send, t_headers, chunks, status, clock(), None)
+        return state.trace(t_send, rec.t_headers, chunks, rec.status, clock(), err4)
+    return state.trace(t_send, rec.t_headers, chunks, rec.status, clock(), None)
+
+
+async def _stream_httpx(client: httpx.AsyncClient, url: str, body: dict[str, Any],
+                        headers: dict[str, str], rec: _Recorder, clock: Clock) -> None:
+    async with client.stream("POST", url, json=body, headers=headers) as resp:
+        rec.on_head(resp.status_code, resp.headers, clock())
+        if not rec.sse:
+            rec.on_body(await resp.aread(), clock())
+            rec.on_end(clock())
+            return
+        async for block in resp.aiter_raw():
+            rec.on_body(block, clock())
+
+
+class _Recorder:
+    """Receives one response (head, body blocks, end) from either transport path and turns
+    its SSE events into chunks. Raises the endpoint and protocol errors."""
+
+    def __init__(self, url: str, model: Any, on_chunk: Callable[[Chunk], None] | None) -> None:
+        self.url = url
+        self.model = model
+        self.on_chunk = on_chunk
+        self.state = _StreamState()
+        self.chunks: list[Chunk] = []
+        self.parser = SSEParser()
+        self.t_headers: float | None = None
+        self.status: int | None = None
+        self.sse = False
+        self._ctype = ""
+        self._body: list[bytes] = []
+
+    def on_head(self, status: int, headers: Mapping[str, str], t: float) -> None:
+        self.t_headers, self.status = t, status
+        self._ctype = headers.get("content-type", "")
+        self.sse = status == 200 and "text/event-stream" in self._ctype
+        if self.sse:
+            self.state.request_id = headers.get("x-request-id")
+
+    def on_body(self, block: bytes, t: float) -> None:
+        if not self.sse:
+            self._body.append(block)
+            return
+        for data in self.parser.feed(block):
+            self.event(data, t)
+
+    def event(self, data: str, t: float) -> None:
+        chunk = self.state.on_event(data, t, self.url)
+        if chunk is not None:
+            self.chunks.append(chunk)
+            if self.on_chunk is not None:
+                self.on_chunk(chunk)
+
+    def on_end(self, t: float) -> None:
+        if self.sse:
+            return
+        raw = b"".join(self._body)
+        if self.status != 200:
+            raise _http_error(self.status or 0, raw.decode("utf-8", "replace"), self.url, self.model)
+        ctype = self._ctype
+        head = raw[:200].decode("utf-8", "replace")
+        kind = "HTML" if ("html" in ctype or head.lstrip().startswith("<")) else ctype or "no content-type"
+        raise NotSSEError(f"server answered a streaming request with {kind}, not SSE",
+                          where=self.url, remedy="Point the URL at the OpenAI-compatible server root (not a proxy or web UI)")
 
 
 def _reason(exc: Exception) -> str:

@@ -14,28 +14,29 @@ class SSEParser:
 
     def feed(self, block: bytes) -> list[str]:
         """Return the `data` payloads of the events completed by this block."""
-        self._buf += block
+        buf = self._buf + block if self._buf else block
+        if b"\n" not in buf:
+            self._buf = buf
+            return []
+        lines = buf.split(b"\n")
+        self._buf = lines.pop()  # the unfinished last line (b"" after a newline)
         events: list[str] = []
-        while True:
-            nl = self._buf.find(b"\n")
-            if nl < 0:
-                return events
-            line = self._buf[:nl]
-            self._buf = self._buf[nl + 1:]
-            if line.endswith(b"\r"):
+        data = self._data
+        for line in lines:
+            if line[-1:] == b"\r":
                 line = line[:-1]
             if not line:
-                if self._data:
-                    events.append(b"\n".join(self._data).decode("utf-8", "replace"))
-                    self._data = []
-                continue
-            if line.startswith(b":"):
-                continue
-            name, _, value = line.partition(b":")
-            if value.startswith(b" "):
-                value = value[1:]
-            if name == b"data":
-                self._data.append(value)
+                if data:
+                    events.append((data[0] if len(data) == 1 else b"\n".join(data))
+                                  .decode("utf-8", "replace"))
+                    data = []
+            elif line[:5] == b"data:":
+                data.append(line[6:] if line[5:6] == b" " else line[5:])
+            elif line == b"data":
+                data.append(b"")
+            # comments (":...") and other fields (event, id, retry) do not matter here
+        self._data = data
+        return events
 
     def close(self) -> list[str]:
         """Flush a final event that was not followed by a blank line."""

@@ -190,3 +190,18 @@ def decomposition_text(d: dict[str, Any] | None) -> str | None:
     if ss is not None:
         parts.append(f"step rate {ss:.0%}")
     return "; ".join(parts)
+
+
+def strip_kind(headline: str, word: str) -> str:
+    """The headline without the verdict word the badge beside it already shows."""
+    for sep in (" — ", ": ", ". "):
+        if headline.upper().startswith(word.upper() + sep):
+            rest = headline[len(word) + len(sep):]
+            return rest[:1].upper() + rest[1:]
+    return headline
+
+
+def is_command(line: str) -> bool:
+    """A next-step line that is a shell command (the verdict indents them)."""
+    text = line.strip()
+    return text.startswith("decodescope ") or text.startswith("$ ")

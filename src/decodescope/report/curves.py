@@ -20,9 +20,10 @@ DECIDING_SOURCES = ("prometheus", "log", "request")  # engine window sources, be
 
 # Client time buckets: about this many buckets over the run's decoding time ...
 TARGET_BUCKETS = 80
-# ... but never shorter than this (a bucket must hold several chunks at ~100 tok/s) or longer
-# than a vLLM log interval (coarser than the engine's own windows would hide what they show).
-MIN_BUCKET_S = 0.25
+# ... but long enough to hold this many chunks (a rate from one or two chunks is mostly
+# timing jitter) and never longer than a vLLM log interval (coarser than the engine's own
+# windows would hide what they show).
+MIN_CHUNKS_PER_BUCKET = 8
 MAX_BUCKET_S = 10.0
 # A bucket only partly covered by a request (its first or last) is kept when at least this
 # share of it was covered: a sliver of a bucket gives a rate from one or two chunks.
@@ -56,10 +57,12 @@ def run_t0(run: StoredRun) -> float | None:
 def bucket_seconds(requests: Sequence[Sequence[tuple[float, int]]]) -> float:
     spans = [p[-1][0] - p[0][0] for p in requests if len(p) > 1]
     total = sum(s for s in spans if s > 0)
-    if total <= 0:
-        return MIN_BUCKET_S
-    raw = total / TARGET_BUCKETS
-    return min(MAX_BUCKET_S, max(MIN_BUCKET_S, _nice(raw)))
+    gaps = sorted(b[0] - a[0] for p in requests
+                  for a, b in zip(p, p[1:], strict=False) if b[0] > a[0])
+    if total <= 0 or not gaps:
+        return 1.0
+    shortest = MIN_CHUNKS_PER_BUCKET * gaps[len(gaps) // 2]
+    return min(MAX_BUCKET_S, _nice(max(total / TARGET_BUCKETS, shortest)))
 
 
 def _nice(x: float) -> float:

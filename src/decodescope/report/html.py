@@ -88,7 +88,7 @@ def _comparison(report: Report, c: Comparison) -> str:
         code = f'<span class="exit">exit {c.exit_code}</span>' if c.exit_code is not None else ""
         out.append(f'<div class="verdict v-{e(c.verdict.lower())}" data-verdict="{e(c.verdict)}">'
                    f'<span class="badge">{e(word)}</span>{code}</div>')
-        out.append(f'<p class="headline">{e(_strip_kind(c.headline or "", word))}</p>')
+        out.append(f'<p class="headline">{e(cells.strip_kind(c.headline or "", word))}</p>')
         out += [f'<p class="explanation">{e(line)}</p>' for line in c.explanation]
         if c.decomposition:
             out.append(f'<p class="decomposition">Decomposition: {e(c.decomposition)}</p>')
@@ -121,19 +121,8 @@ def _comparison(report: Report, c: Comparison) -> str:
     return "\n".join(out)
 
 
-def _strip_kind(headline: str, word: str) -> str:
-    """The headline without the verdict word the badge beside it already shows."""
-    for sep in (" — ", ": ", ". "):
-        if headline.upper().startswith(word.upper() + sep):
-            return headline[len(word) + len(sep):]
-    return headline
-
-
 def _maybe_code(line: str) -> str:
-    text = line.strip()
-    if text.startswith("decodescope ") or text.startswith("$ "):
-        return f"<code>{e(text)}</code>"
-    return e(line)
+    return f"<code>{e(line.strip())}</code>" if cells.is_command(line) else e(line)
 
 
 def _caliber_rows(rows: Sequence[dict[str, object]]) -> str:

@@ -58,8 +58,8 @@ def _comparison(report: Report, c: Comparison) -> list[str]:
         out += [f"No verdict: {cell(c.unavailable or 'unknown reason')}.", ""]
     else:
         code = f" (exit {c.exit_code})" if c.exit_code is not None else ""
-        out += [f"**{cell((c.label or c.verdict).replace('_', ' '))}**{code} — "
-                f"{cell(c.headline or '')}", ""]
+        word = (c.label or c.verdict).replace("_", " ")
+        out += [f"**{cell(word)}**{code} — {cell(cells.strip_kind(c.headline or '', word))}", ""]
         out += [cell(line) + "  " for line in c.explanation]
         if c.decomposition:
             out.append(f"Decomposition: {cell(c.decomposition)}")
@@ -93,8 +93,11 @@ def _comparison(report: Report, c: Comparison) -> list[str]:
     if c.notes:
         out += [f"- {cell(n)}" for n in c.notes] + [""]
     if c.next_steps:
-        first, *more = c.next_steps
-        out += [f"**Next:** {cell(first)}  "] + [cell(m) + "  " for m in more] + [""]
+        prose = [s for s in c.next_steps if not cells.is_command(s)]
+        cmds = [s.strip() for s in c.next_steps if cells.is_command(s)]
+        out += [f"**Next:** {cell(' '.join(prose))}", ""]
+        if cmds:  # a fenced block shows its text verbatim: nothing to escape but the fence
+            out += ["```sh", *(c.replace("```", "'''") for c in cmds), "```", ""]
     return out
 
 

@@ -51,10 +51,10 @@ def all_plots(runs: Sequence[StoredRun], names: Sequence[str]) -> tuple[Plot, ..
     return (
         decode_over_time(runs, names, t0s, engines),
         _engine_over_time("mal-over-time", "MAL over time", "MAL (tokens / verification step)",
-                          runs, names, t0s, engines, lambda w: w.mal),
+                          runs, names, t0s, engines, lambda w: w.mal, "MAL"),
         _engine_over_time("step-rate-over-time", "Step rate over time",
                           "step rate (verification steps / s / request)",
-                          runs, names, t0s, engines, lambda w: w.step_rate),
+                          runs, names, t0s, engines, lambda w: w.step_rate, "step rate"),
         decode_by_position(runs, names),
         acceptance_by_position(runs, names),
     )
@@ -66,14 +66,31 @@ def _finish(plot: Plot, why: str) -> Plot:
     return Plot(**{**plot.__dict__, "series": (), "no_data": why})
 
 
-def _engine_note(engines: Sequence[tuple[str | None, list[EngineWindow]]]) -> str | None:
-    srcs = sorted({s for s, _ in engines if s})
+def _engine_note(series: Sequence[Series]) -> str | None:
+    srcs = sorted({s.name.rsplit("(", 1)[-1].rstrip(")") for s in series if s.role == "engine"})
     if not srcs:
         return None
     note = "engine: windows from " + ", ".join(srcs) + " (each window a flat segment)"
     if "prometheus" in srcs:
-        note += "; llama.cpp and SGLang update counters when a request ends, so their windows span whole trials"
+        note += ("; llama.cpp and SGLang update their counters when a request ends, so their "
+                 "windows span whole trials, prefill included")
     return note
+
+
+def why_no_engine_values(engines: Sequence[tuple[str | None, list[EngineWindow]]],
+                         what: str) -> str:
+    """In words: why engine windows gave no `what` ("MAL", "step rate", "decode rate")."""
+    ws = [w for _, src_ws in engines for w in src_ws]
+    if not ws:
+        return ("these runs have no engine windows (no /metrics scrape, engine log or "
+                "per-request engine timings)")
+    if all(w.duration_s is None for w in ws):
+        return "the engine windows have no start and end times"
+    if what == "MAL" or all(w.drafts is None for w in ws):
+        return ("the engine windows carry no speculative-decoding counts (drafts, accepted "
+                "tokens): speculation off, or an engine that does not report them")
+    return (f"the engine windows give no per-request {what}: their running-request count is "
+            "0 or missing (a gauge read after the request ended)")
 
 
 def decode_over_time(runs: Sequence[StoredRun], names: Sequence[str], t0s: Sequence[float | None],
@@ -89,19 +106,21 @@ def decode_over_time(runs: Sequence[StoredRun], names: Sequence[str], t0s: Seque
         steps = curves.window_steps(ws, t0, curves.engine_decode)
         if steps:
             series.append(Series(f"{name} · engine ({src})", run.id, i, "engine", tuple(steps)))
+    drawn = tuple(s for s in series if s.has_data)
     note = f"client: tokens received per {bucket:g} s bucket ÷ covered time, per request (TTFT excluded)"
-    eng = _engine_note(engines)
+    eng = _engine_note(drawn)
+    if eng is None:
+        eng = "engine: none drawn — " + why_no_engine_values(engines, "decode rate")
     plot = Plot("decode-over-time", "Decode rate over time", "line",
                 "time since the run's first request (s)", "decode rate (tokens / s / request)",
-                tuple(s for s in series if s.has_data),
-                note=note + ("; " + eng if eng else ""))
+                drawn, note=note + "; " + eng)
     return _finish(plot, "no request of these runs streamed two or more token-carrying chunks")
 
 
 def _engine_over_time(pid: str, title: str, y_label: str, runs: Sequence[StoredRun],
                       names: Sequence[str], t0s: Sequence[float | None],
                       engines: Sequence[tuple[str | None, list[EngineWindow]]],
-                      value: Callable[[EngineWindow], float | None]) -> Plot:
+                      value: Callable[[EngineWindow], float | None], what: str) -> Plot:
     series = []
     for i, (run, name, t0) in enumerate(zip(runs, names, t0s, strict=True)):
         src, ws = engines[i]
@@ -109,13 +128,10 @@ def _engine_over_time(pid: str, title: str, y_label: str, runs: Sequence[StoredR
             continue
         steps = curves.window_steps(ws, t0, value)
         series.append(Series(f"{name} · engine ({src})", run.id, i, "engine", tuple(steps)))
-    plot = Plot(pid, title, "line", "time since the run's first request (s)", y_label,
-                tuple(s for s in series if s.has_data), note=_engine_note(engines))
-    if not any(ws for _, ws in engines):
-        why = "these runs have no engine windows (no /metrics scrape, engine log or per-request engine timings)"
-    else:
-        why = "the engine windows carry no speculative-decoding counts (drafts / accepted tokens)"
-    return _finish(plot, why)
+    drawn = tuple(s for s in series if s.has_data)
+    plot = Plot(pid, title, "line", "time since the run's first request (s)", y_label, drawn,
+                note=_engine_note(drawn))
+    return _finish(plot, why_no_engine_values(engines, what))
 
 
 def decode_by_position(runs: Sequence[StoredRun], names: Sequence[str]) -> Plot:

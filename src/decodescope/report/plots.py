@@ -16,7 +16,7 @@ from decodescope.report.plotdata import Plot, Series
 PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")
 WIDTH, HEIGHT = 900, 300
 LEFT, RIGHT, TOP, BOTTOM = 64, 18, 12, 46  # margins around the plot area, px
-SNAP_TO_ZERO = 0.03  # an x range starting this little below 0 (share of the range) starts at 0
+SNAP_TO_ZERO = 0.1  # an x range starting this little below 0 (share of the range) starts at 0
 Y_HEADROOM = 1.08  # the highest value sits below the top of the axis
 MARKERS_UP_TO = 40  # points of a line series drawn as dots too (with tooltips)
 BAR_LABELS_UP_TO = 24  # bars (categories × series) printed with their value on top
@@ -63,8 +63,9 @@ class _Frame:
         self.plot = plot
         self.w = WIDTH - LEFT - RIGHT
         self.h = HEIGHT - TOP - BOTTOM
-        if x_lo < 0 < x_hi and -x_lo < SNAP_TO_ZERO * (x_hi - x_lo):
-            x_lo = 0.0  # a window opened just before the first request: no axis from -100
+        if x_lo > 0 or (x_lo < 0 < x_hi and -x_lo < SNAP_TO_ZERO * (x_hi - x_lo)):
+            x_lo = 0.0  # time and position axes start at 0 (a window opened just before the
+            # first request does not make the axis start at -100)
         self.xt = nice_ticks(x_lo, x_hi, 8) if plot.kind == "line" else []
         self.x_lo = self.xt[0] if self.xt else x_lo
         self.x_hi = self.xt[-1] if self.xt else x_hi

@@ -109,7 +109,10 @@ class PrometheusObserver:
                 "Start vLLM as usual, SGLang with --enable-metrics, llama.cpp with --metrics; "
                 "or pass --log FILE; --no-scrape silences this",
                 severity="info")])
-        windows = windows_from_scrapes(scrapes, self.engine)
+        engine = self.engine
+        if engine.removeprefix("sim-") in ("openai", "unknown"):  # generic: trust the names
+            engine = next((s.prefix for s in scrapes if s.prefix), None) or engine
+        windows = windows_from_scrapes(scrapes, engine)
         windows = flag_contaminated(windows, self.in_flight, list(self._spans.values()))
         findings = scrape_findings(scrapes, self.url)
         return ObserverResult(windows=windows, series=series, findings=findings)

@@ -99,6 +99,9 @@ def make_baseline(name: str, caliber: Caliber, runs: Sequence[StoredRun], *,
                 f"run {run.id} was taken at {run.caliber_ref} ({run.caliber_identity}), not "
                 f"{caliber.ref} ({caliber.identity})", where="--from-runs",
                 remedy="A baseline pools runs of its own caliber only")
+        if (run.result or {}).get("caliber_status") == "missed":
+            raise UsageError(f"run {run.id} missed its caliber", where="--from-runs",
+                             remedy="`decodescope runs show` lists why; probe again")
     values: tuple[float, ...] = ()
     source = "client"
     decay = None

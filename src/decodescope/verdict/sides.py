@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from decodescope.analysis.run_result import analyze_run
+
 from decodescope.errors import StoreError, UsageError
 from decodescope.store import runs as store_runs
 from decodescope.store.db import Store
@@ -32,6 +32,8 @@ def load_run(store: Store, run_id: int) -> StoredRun:
     """A stored run with its derived result; traces are read only when the result is missing."""
     run = store_runs.get_run(store, run_id, with_traces=False)
     if not run.result or "trials" not in run.result:
+        from decodescope.analysis.run_result import analyze_run
+
         run = store_runs.get_run(store, run_id, with_traces=True)
         run.result = analyze_run(run)
     return run

@@ -76,15 +76,15 @@ def headline(ctx: Context) -> tuple[str, list[str]]:
         lines.append(f"Calibers: {ctx.caliber.text}.")
     elif ctx.kind in ("REGRESSION", "IMPROVEMENT"):
         word = ctx.kind
+        where = "at the same caliber" if ctx.caliber.same else "(caliber unknown: log windows)"
         if ctx.cause == "step rate":
-            head = (f"{word} — step rate {_dir(s)} {pct(abs(s.rel or 0.0)).lstrip('+')} at the "
-                    f"same caliber (engine / hardware side).")
+            head = (f"{word} — step rate {_dir(s)} {pct(abs(s.rel or 0.0)).lstrip('+')} {where} "
+                    f"(engine / hardware side).")
         elif ctx.cause == "acceptance":
-            head = (f"{word} — acceptance: MAL {_dir(m)} {pct(abs(m.rel or 0.0)).lstrip('+')} at "
-                    f"the same caliber.")
+            head = f"{word} — acceptance: MAL {_dir(m)} {pct(abs(m.rel or 0.0)).lstrip('+')} {where}."
         else:
-            head = (f"{word} — decode rate {_dir(d)} {pct(abs(d.rel or 0.0)).lstrip('+')} at the "
-                    f"same caliber; the split into step rate × MAL is "
+            head = (f"{word} — decode rate {_dir(d)} {pct(abs(d.rel or 0.0)).lstrip('+')} {where}; "
+                    f"the split into step rate × MAL is "
                     f"{'unknown' if not (dec and dec.split_known) else 'within noise on each part'}.")
         lines.append(f"Decode {_arrow(ctx, 'decode')} tok/s: {d.describe()}.")
         if m.status != "no_data":

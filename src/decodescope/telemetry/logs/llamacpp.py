@@ -24,12 +24,14 @@ KEYWORDS = (b"eval time =", b"total time =", b"draft acceptance", b"#gen drafts"
 LEAN_KEYWORDS = KEYWORDS
 
 _SLOT = re.compile(r"\bid\s+(\d+)\s*\|\s*task\s+(\d+)")
-_TIME = re.compile(r"(prompt eval|eval|total) time =\s*([\d.]+) ms /\s*(\d+) (?:tokens|runs)")
-_DRAFT = re.compile(r"draft acceptance(?: rate)? =\s*([\d.]+|nan)\s*\(\s*(\d+) accepted /\s*(\d+) generated\)")
-_MAL = re.compile(r"mean acceptance length =\s*([\d.]+)")
+_N = r"(\d+(?:\.\d+)?)"  # a printed number
+_TIME = re.compile(rf"(prompt eval|eval|total) time =\s*{_N} ms /\s*(\d+) (?:tokens|runs)")
+_DRAFT = re.compile(
+    r"draft acceptance(?: rate)? =\s*(\d+(?:\.\d+)?|nan)\s*\(\s*(\d+) accepted /\s*(\d+) generated\)")
+_MAL = re.compile(rf"mean acceptance length =\s*{_N}")
 _PER_POS = re.compile(r"acceptance rate per position =\s*\(([^)]*)\)")
 _STAT_NAME = re.compile(r"statistics\s+([\w.-]+):")
-_STAT = {k: re.compile(rf"{re.escape(k)} =\s*([\d.]+)")
+_STAT = {k: re.compile(rf"{re.escape(k)} =\s*{_N}")
          for k in ("#gen drafts", "#acc drafts", "#gen tokens", "#acc tokens")}
 
 
@@ -76,7 +78,7 @@ def parse(text: str, clock: Clock, counts: ParseCounts) -> Record | Unparsed | N
             return Unparsed("llamacpp.draft")
         mal = _MAL.search(text)
         pp = _PER_POS.search(text)
-        per_pos = tuple(float(x) for x in pp.group(1).split(",") if x.strip()) if pp else None
+        per_pos = _floats(pp.group(1)) if pp else None
         return LDraft(slot, int(d.group(2)), int(d.group(3)),
                       float(mal.group(1)) if mal else None, per_pos or None)
     if "#gen drafts" in text:
@@ -90,6 +92,13 @@ def parse(text: str, clock: Clock, counts: ParseCounts) -> Record | Unparsed | N
     if t is None:
         return Unparsed("llamacpp.timing")
     return LTime(slot, t.group(1), float(t.group(2)), int(t.group(3)), elapsed_s(text))
+
+
+def _floats(text: str) -> tuple[float, ...] | None:
+    try:
+        return tuple(float(x) for x in text.split(",") if x.strip()) or None
+    except ValueError:
+        return None
 
 
 class _Req:

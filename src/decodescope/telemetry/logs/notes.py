@@ -22,7 +22,7 @@ def notes_for(s: LogSummary, counts: ParseCounts, flags: dict[str, int],
     if s.windows_total == 0:
         out.append(Finding(
             "logs.no_windows",
-            f"no engine windows found ({counts.lines_total} lines read, {bad} stats lines "
+            f"no engine windows found ({human_bytes(counts.bytes_read)} read, {bad} stats lines "
             "not understood)",
             remedy="Check that the file is a vLLM / SGLang / llama.cpp server log with stats "
                    "logging on (vLLM: no --disable-log-stats); give --engine to skip detection",
@@ -41,7 +41,8 @@ def notes_for(s: LogSummary, counts: ParseCounts, flags: dict[str, int],
     if sel is not None and sel.without_time:
         out.append(Finding(
             "logs.selection_without_time",
-            f"{sel.without_time} windows carry no clock time and were left out by --since/--until",
+            f"{_n(sel.without_time, 'window')} carry no clock time and were left out by "
+            "--since/--until",
             remedy="llama.cpp stamps elapsed time only; leave out --since/--until for its logs",
             severity="warning"))
     if sel is not None and sel.active and _partial(sel) and s.t_first_s is not None \
@@ -61,18 +62,18 @@ def _flag_notes(out: list[Finding], flags: dict[str, Any]) -> None:
     if flags.get("interval_default"):
         out.append(Finding(
             "logs.interval_default",
-            f"{flags['interval_default']} windows use the default stats interval (too few lines "
-            "to measure the spacing)", severity="info"))
+            f"{_n(flags['interval_default'], 'window')} use the default stats interval (too few "
+            "lines to measure the spacing)", severity="info"))
     if flags.get("may_include_idle"):
         out.append(Finding(
             "logs.window_spans_idle",
-            f"{flags['may_include_idle']} windows span an idle period (SGLang measures from the "
+            f"{_n(flags['may_include_idle'], 'window')} span an idle period (SGLang measures from the "
             "previous Decode line) and are left out of decode and step-rate figures",
             severity="info"))
     if flags.get("drafts_from_printed_mal"):
         out.append(Finding(
             "logs.drafts_from_mal",
-            f"{flags['drafts_from_printed_mal']} windows draft fewer than k tokens per step "
+            f"{_n(flags['drafts_from_printed_mal'], 'window')} draft fewer than k tokens per step "
             "(n-gram?): drafts taken from the printed mean acceptance length", severity="info"))
     if flags.get("v0_cumulative_diff") or flags.get("v0_first_spec_line"):
         out.append(Finding(
@@ -83,6 +84,17 @@ def _flag_notes(out: list[Finding], flags: dict[str, Any]) -> None:
         out.append(Finding(
             "logs.no_clock_time", "llama.cpp stamps elapsed time only: windows are requests "
             "without clock time (no idle gaps, no --since/--until)", severity="info"))
+
+
+def _n(count: int, word: str) -> str:
+    return f"{count} {word}" + ("" if count == 1 else "s")
+
+
+def human_bytes(n: int) -> str:
+    for unit, div in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= div:
+            return f"{n / div:.1f} {unit}"
+    return f"{n} bytes"
 
 
 def _partial(sel: Selection) -> bool:

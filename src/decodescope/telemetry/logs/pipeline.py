@@ -106,10 +106,13 @@ class LineReader:
             text = strip_ansi(text)
         if text.endswith("\r"):
             text = text.rstrip("\r")
-        if self.engine is not None:
-            rec = self.engine.parse(text, self.clock, self.counts)
-        else:
-            rec = self._detect(raw, text)
+        try:
+            if self.engine is not None:
+                rec = self.engine.parse(text, self.clock, self.counts)
+            else:
+                rec = self._detect(raw, text)
+        except (ValueError, OverflowError, IndexError):  # a number the patterns let through
+            rec = Unparsed(f"{self.engine.name if self.engine else 'unknown'}.malformed")
         if rec is None:
             return []
         self.counts.lines_matched += 1

@@ -32,6 +32,7 @@ SCHEMA_VERSION = 1
 IDLE_GAP_FACTOR = 1.5  # a gap: next window ends more than 1.5 intervals after this one
 IDLE_GAP_MIN_S = 2.0  # stamps have 1 s resolution: a shorter gap is rounding
 MAX_GAPS_KEPT = 20  # the largest idle gaps listed; all are counted
+SHORT_SPAN_S = 600.0  # spans shorter than this are shown with seconds
 MAX_WINDOWS_KEPT = 1000  # windows listed in the result (the most recent); all are summarized
 NOT_A_RATE = ("idle", "may_include_idle")  # flags that keep a window out of rate figures
 FAST_SUMMARY_MIN_N = 5000  # above this, summary_of skips Summary.of's exact-fraction stdev
@@ -154,9 +155,10 @@ def _span(t0: float | None, t1: float | None) -> str:
     if t0 is None or t1 is None:
         return ""
     a, b = datetime.fromtimestamp(t0), datetime.fromtimestamp(t1)
+    hm = "%H:%M:%S" if t1 - t0 < SHORT_SPAN_S else "%H:%M"
     if a.date() == b.date():
-        return f" {a:%m-%d %H:%M}\u2013{b:%H:%M}"
-    return f" {a:%m-%d %H:%M} \u2013 {b:%m-%d %H:%M}"
+        return f" {a:%m-%d} {a.strftime(hm)}\u2013{b.strftime(hm)}"
+    return f" {a:%m-%d} {a.strftime(hm)} \u2013 {b:%m-%d} {b.strftime(hm)}"
 
 
 class LogAccumulator:

@@ -28,14 +28,16 @@ _ENGINE_TAG = re.compile(r"(?:Engine (\d+)|(\d+) Engines Aggregated):\s*$")
 # Fast paths: the whole message in the most common field order. A line that deviates in any
 # way (extra, missing or reordered fields) goes to the field-by-name parser, which gives the
 # same record (tests/test_logs_vllm.py checks both paths agree).
+_N = r"(\d+(?:\.\d+)?)"  # a printed number
 _FAST_STATS = re.compile(
-    r"Avg prompt throughput: ([\d.]+) tokens/s, Avg generation throughput: ([\d.]+) tokens/s, "
-    r"Running: (\d+) reqs, Waiting: (\d+) reqs, GPU KV cache usage: ([\d.]+)%, "
-    r"Prefix cache hit rate: ([\d.]+)%\s*$")
+    rf"Avg prompt throughput: {_N} tokens/s, Avg generation throughput: {_N} tokens/s, "
+    rf"Running: (\d+) reqs, Waiting: (\d+) reqs, GPU KV cache usage: {_N}%, "
+    rf"Prefix cache hit rate: {_N}%\s*$")
 _FAST_SPEC = re.compile(
-    r"Mean acceptance length: ([\d.]+), Accepted throughput: ([\d.]+) tokens/s, "
-    r"Drafted throughput: ([\d.]+) tokens/s, Accepted: (\d+) tokens, Drafted: (\d+) tokens, "
-    r"Per-position acceptance rate: ([\d., ]+?), Avg Draft acceptance rate: ([\d.]+)%\s*$")
+    rf"Mean acceptance length: {_N}, Accepted throughput: {_N} tokens/s, "
+    rf"Drafted throughput: {_N} tokens/s, Accepted: (\d+) tokens, Drafted: (\d+) tokens, "
+    rf"Per-position acceptance rate: (\d+(?:\.\d+)?(?:, \d+(?:\.\d+)?)*), "
+    rf"Avg Draft acceptance rate: {_N}%\s*$")
 _CONFIG_K = re.compile(r"num_spec(?:ulative)?_tokens['\"]?\s*[=:]\s*(\d+)")
 
 # Stats fields we know -> name in EngineWindow.printed.

@@ -1,0 +1,319 @@
+"""A lean HTTP/1.1 path for streaming requests to plain-http endpoints.
+
+One asyncio Protocol per connection: every socket read is timestamped and parsed (status line,
+headers, chunked framing) inside the read callback and handed to a `Sink`, so a chunk costs
+one callback instead of a trip through httpx, httpcore, h11 and anyio with two task switches.
+That keeps receipt times close to the wire when hundreds of streams share one core
+(docs/performance.md has the numbers).
+
+Failures are raised as httpx exceptions (ConnectError, ConnectTimeout, ReadTimeout,
+RemoteProtocolError, ReadError), so the client maps both paths to the same one-line errors.
+Idle keep-alive connections are pooled per host:port, as httpx does; a pooled connection that
+the server closed before answering is retried once on a fresh one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Protocol
+from urllib.parse import urlsplit
+
+import httpx
+
+Clock = Callable[[], float]
+MAX_HEAD_BYTES = 64 * 1024  # a response head larger than this is not an inference server's
+
+
+class Sink(Protocol):
+    def on_head(self, status: int, headers: dict[str, str], t: float) -> None: ...
+    def on_body(self, block: bytes, t: float) -> None: ...
+    def on_end(self, t: float) -> None: ...
+
+
+class _Stale(Exception):
+    """A pooled connection was closed by the server before any byte of the response."""
+
+
+class _Conn(asyncio.Protocol):
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.reusable = False
+        self._sink: Sink | None = None
+        self._done: asyncio.Future[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+
+    # ---- one request --------------------------------------------------------------------
+    async def request(self, data: bytes, sink: Sink, read_timeout_s: float) -> None:
+        loop = asyncio.get_running_loop()
+        assert self.transport is not None
+        self._sink, self.reusable = sink, False
+        self._buf = b""
+        self._got_bytes = False
+        self._head_done = False
+        self._framing = ""  # "chunked" | "length" | "close"
+        self._left = 0  # bytes left in the current chunk (chunked) or body (length)
+        self._crlf = False  # a chunk's data was read; its CRLF is next
+        self._keep_alive = True
+        self._timeout_s = read_timeout_s
+        self._last_rx = time.monotonic()
+        self._done = loop.create_future()
+        self._timer = loop.call_at(loop.time() + read_timeout_s, self._check_timeout)
+        self.transport.write(data)
+        try:
+            await self._done
+        except BaseException:
+            self.close()
+            raise
+        finally:
+            if self._timer is not None:
+                self._timer.cancel()
+            self._sink = self._done = None
+
+    def close(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+    # ---- asyncio callbacks --------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        t = self.clock()
+        if self._done is None or self._done.done():
+            self.close()  # bytes nobody asked for: the connection cannot be trusted again
+            return
+        self._got_bytes = True
+        self._last_rx = time.monotonic()
+        try:
+            if self._head_done:
+                self._body(data, t)
+            else:
+                self._head(data, t)
+        except BaseException as exc:  # a parse error, or one the sink raised: end this request
+            self._fail(exc)
+
+    def eof_received(self) -> bool:
+        return False  # close the transport; connection_lost finishes the request
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self._done is None or self._done.done():
+            return
+        if self._head_done and self._framing == "close" and exc is None:
+            self._finish(self.clock())
+        elif not self._got_bytes and self._sink is not None and self._reused:
+            self._fail(_Stale())
+        elif exc is not None:
+            self._fail(httpx.ReadError(str(exc) or type(exc).__name__))
+        elif not self._got_bytes:
+            self._fail(httpx.RemoteProtocolError("Server disconnected without sending a response."))
+        else:
+            self._fail(httpx.RemoteProtocolError(
+                "peer closed connection without sending complete message body"))
+
+    _reused = False
+
+    # ---- parsing ------------------------------------------------------------------------
+    def _head(self, data: bytes, t: float) -> None:
+        buf = self._buf + data
+        end = buf.find(b"\r\n\r\n")
+        if end < 0:
+            if len(buf) > MAX_HEAD_BYTES:
+                raise httpx.RemoteProtocolError("response head too large")
+            self._buf = buf
+            return
+        lines = buf[:end].decode("latin-1").split("\r\n")
+        rest = buf[end + 4:]
+        self._buf = b""
+        parts = lines[0].split(" ", 2)
+        if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
+            raise httpx.RemoteProtocolError(f"bad status line {lines[0][:80]!r}")
+        status = int(parts[1])
+        if 100 <= status < 200:  # 100 Continue and friends: the real head follows
+            if rest:
+                self._head(rest, t)
+            return
+        headers: dict[str, str] = {}
+        for line in lines[1:]:
+            name, sep, value = line.partition(":")
+            if sep:
+                headers[name.strip().lower()] = value.strip()
+        conn = headers.get("connection", "").lower()
+        self._keep_alive = parts[0] != "HTTP/1.0" and "close" not in conn
+        if "chunked" in headers.get("transfer-encoding", "").lower():
+            self._framing = "chunked"
+        elif "content-length" in headers:
+            self._framing, self._left = "length", int(headers["content-length"])
+        elif status in (204, 304):
+            self._framing, self._left = "length", 0
+        else:
+            self._framing, self._keep_alive = "close", False
+        self._head_done = True
+        assert self._sink is not None
+        self._sink.on_head(status, headers, t)
+        if rest or (self._framing == "length" and self._left == 0):
+            self._body(rest, t)
+
+    def _body(self, data: bytes, t: float) -> None:
+        assert self._sink is not None
+        if self._framing == "close":
+            if data:
+                self._sink.on_body(data, t)
+        elif self._framing == "length":
+            take = data[:self._left]
+            self._left -= len(take)
+            if take:
+                self._sink.on_body(take, t)
+            if self._left == 0:
+                self._finish(t)
+        else:
+            self._chunked(data, t)
+
+    def _chunked(self, data: bytes, t: float) -> None:
+        buf = self._buf + data if self._buf else data
+        pos, n = 0, len(buf)
+        out: list[bytes] = []
+        ended = False
+        while True:
+            if self._left:
+                take = min(self._left, n - pos)
+                out.append(buf[pos:pos + take])
+                pos += take
+                self._left -= take
+                if self._left:
+                    break
+                self._crlf = True
+            if self._crlf:
+                if n - pos < 2:
+                    break
+                if buf[pos:pos + 2] != b"\r\n":
+                    raise httpx.RemoteProtocolError("chunk data not followed by CRLF")
+                pos += 2
+                self._crlf = False
+            eol = buf.find(b"\r\n", pos)
+            if eol < 0:
+                break
+            try:
+                size = int(buf[pos:eol].split(b";", 1)[0], 16)
+            except ValueError:
+                raise httpx.RemoteProtocolError(f"bad chunk size {buf[pos:eol][:20]!r}") from None
+            if size == 0:  # the last chunk; then optional trailer lines and an empty line
+                if buf[eol + 2:eol + 4] != b"\r\n" and buf.find(b"\r\n\r\n", eol + 2) < 0:
+                    break  # not all here yet: keep the size line and wait
+                ended = True
+                pos = n
+                break
+            pos = eol + 2
+            self._left = size
+        self._buf = buf[pos:]
+        if out:
+            self._sink.on_body(b"".join(out) if len(out) > 1 else out[0], t)  # type: ignore[union-attr]
+        if ended:
+            self._finish(t)
+
+    def _finish(self, t: float) -> None:
+        assert self._sink is not None and self._done is not None
+        self.reusable = self._keep_alive and not self.closed and not self._buf
+        try:
+            self._sink.on_end(t)
+        except BaseException as exc:
+            self._fail(exc)
+            return
+        if not self._done.done():
+            self._done.set_result(None)
+
+    def _fail(self, exc: BaseException) -> None:
+        self.reusable = False
+        if self._done is not None and not self._done.done():
+            self._done.set_exception(exc)
+        self.close()
+
+    def _check_timeout(self) -> None:
+        if self._done is None or self._done.done():
+            return
+        loop = asyncio.get_running_loop()
+        idle = time.monotonic() - self._last_rx
+        if idle >= self._timeout_s:
+            self._fail(httpx.ReadTimeout(f"no data for {idle:.0f} s"))
+        else:
+            self._timer = loop.call_at(loop.time() + self._timeout_s - idle, self._check_timeout)
+
+
+class H1Pool:
+    """Connections of one client, for plain-http URLs; the caller's seam is `accepts`."""
+
+    def __init__(self, connect_timeout_s: float, read_timeout_s: float, max_connections: int):
+        self.connect_timeout_s = connect_timeout_s
+        self.read_timeout_s = read_timeout_s
+        self.max_connections = max_connections
+        self._idle: dict[tuple[str, int], list[_Conn]] = {}
+        self._sem: asyncio.Semaphore | None = None
+
+    @staticmethod
+    def accepts(url: str) -> bool:
+        u = urlsplit(url)
+        return u.scheme == "http" and bool(u.hostname) and u.username is None
+
+    async def stream(self, url: str, content: bytes, headers: dict[str, str], sink: Sink,
+                     clock: Clock) -> None:
+        u = urlsplit(url)
+        host, port = u.hostname or "", u.port or 80
+        target = (u.path or "/") + (f"?{u.query}" if u.query else "")
+        host_header = f"[{host}]" if ":" in host else host
+        if u.port:
+            host_header += f":{u.port}"
+        head = [f"POST {target} HTTP/1.1", f"Host: {host_header}", "Accept: text/event-stream",
+                "Accept-Encoding: identity", "Connection: keep-alive",
+                "Content-Type: application/json", f"Content-Length: {len(content)}"]
+        head += [f"{k}: {v}" for k, v in headers.items()]
+        data = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + content
+        if self._sem is None:
+            self._sem = asyncio.Semaphore(self.max_connections)
+        async with self._sem:
+            conn = self._take_idle((host, port))
+            while True:
+                if conn is None:
+                    conn = await self._connect(host, port, clock)
+                conn.clock = clock
+                try:
+                    await conn.request(data, sink, self.read_timeout_s)
+                except _Stale:
+                    conn = None
+                    continue
+                break
+            if conn.reusable and not conn.closed:
+                conn._reused = True
+                self._idle.setdefault((host, port), []).append(conn)
+            else:
+                conn.close()
+
+    def _take_idle(self, key: tuple[str, int]) -> _Conn | None:
+        idle = self._idle.get(key, [])
+        while idle:
+            conn = idle.pop()
+            if not conn.closed:
+                return conn
+        return None
+
+    async def _connect(self, host: str, port: int, clock: Clock) -> _Conn:
+        loop = asyncio.get_running_loop()
+        try:
+            _, conn = await asyncio.wait_for(
+                loop.create_connection(lambda: _Conn(clock), host, port), self.connect_timeout_s)
+        except asyncio.TimeoutError:
+            raise httpx.ConnectTimeout(f"no connection within {self.connect_timeout_s:g} s") from None
+        except OSError as exc:
+            raise httpx.ConnectError(str(exc) or type(exc).__name__) from None
+        return conn
+
+    def close(self) -> None:
+        for conns in self._idle.values():
+            for conn in conns:
+                conn.close()
+        self._idle.clear()

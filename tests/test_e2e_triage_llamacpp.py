@@ -1,0 +1,115 @@
+"""End-to-end triage on the real engine: llama.cpp's llama-server + Gemma 3 270M (CPU).
+
+Each scenario probes the demo calibers through the CLI (observers, fingerprint and all) on
+engines started by decodescope, then asks `triage` for the verdict:
+
+    -t 2 → -t 1, same caliber                    REGRESSION (step rate), cmdline in evidence
+    --spec-synth-len 3 → 2, same caliber         REGRESSION (acceptance)
+    demo-code-rewrite → demo-varied-prose        CALIBER_MISMATCH
+    the same probe twice                         NO_CHANGE
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from decodescope.cli.main import main
+from decodescope.engines import server
+from decodescope.engines.install import EngineInstall, find_install
+from decodescope.engines.server import EngineSettings
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
+
+INSTALL = find_install()
+needs_engine = pytest.mark.skipif(
+    INSTALL is None, reason="embedded engine not installed: run `decodescope engine install`")
+CODE, PROSE = "demo-code-rewrite", "demo-varied-prose"
+TRIALS = 3
+
+
+def _install() -> EngineInstall:
+    assert INSTALL is not None
+    return INSTALL
+
+
+def _probe(url: str, store: str, caliber: str, label: str, trials: int = TRIALS) -> None:
+    code = main(["probe", url, "--caliber", caliber, "--trials", str(trials), "--store", store,
+                 "--label", f"run={label}", "--json"])
+    assert code == 0, f"probe {label} exited {code}"
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """All scenario runs, probed once for the module (engines started and stopped here)."""
+    root = tmp_path_factory.mktemp("e2e-triage")
+    path, state = str(root / "runs.sqlite"), root / "engine-state"
+    scenarios: list[tuple[EngineSettings, list[tuple[str, str, int]]]] = [
+        (EngineSettings(port=0, threads=2, spec="ngram"),
+         [(CODE, "t2", TRIALS), (CODE, "t2-again", TRIALS), (PROSE, "prose", 2)]),
+        (EngineSettings(port=0, threads=1, spec="ngram"), [(CODE, "t1", TRIALS)]),
+        (EngineSettings(port=0, threads=2, spec="synth", spec_synth_len=3), [(CODE, "synth3", TRIALS)]),
+        (EngineSettings(port=0, threads=2, spec="synth", spec_synth_len=2), [(CODE, "synth2", TRIALS)]),
+    ]
+    if INSTALL is not None:
+        for settings, probes in scenarios:
+            with server.running_engine(settings, install=_install(), state_dir=state) as eng:
+                for caliber, label, trials in probes:
+                    _probe(eng.url, path, caliber, label, trials)
+    yield path
+
+
+def _triage(store: str, current: str, baseline: str, capsys: pytest.CaptureFixture[str]
+            ) -> tuple[int, dict[str, Any]]:
+    capsys.readouterr()
+    code = main(["triage", f"run={current}", "--baseline", f"run={baseline}", "--store", store,
+                 "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def _rows(out: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {r["check"]: r for r in out["evidence"]}
+
+
+@needs_engine
+def test_one_thread_is_a_step_rate_regression_with_the_cmdline_diff(store, capsys):
+    code, out = _triage(store, "t1", "t2", capsys)
+    assert out["label"] == "REGRESSION (step rate)", out["headline"]
+    assert code == 1
+    assert out["decode_source"] == "engine"
+    assert out["changes"]["step_rate"]["status"] == "down"
+    cmd = _rows(out)["same launch cmdline?"]
+    assert cmd["status"] == "changed" and "-t 2 → -t 1" in cmd["result"]
+
+
+@needs_engine
+def test_shorter_synthetic_acceptance_is_an_acceptance_regression(store, capsys):
+    code, out = _triage(store, "synth2", "synth3", capsys)
+    assert out["label"] == "REGRESSION (acceptance)", out["headline"]
+    assert code == 1
+    assert out["changes"]["mal"]["status"] == "down"
+    assert "--spec-synth-len" in _rows(out)["same launch cmdline?"]["result"]
+
+
+@needs_engine
+def test_code_rewrite_vs_varied_prose_is_a_caliber_mismatch(store, capsys):
+    code, out = _triage(store, "prose", "t2", capsys)
+    assert out["verdict"] == "CALIBER_MISMATCH", out["headline"]
+    assert code == 3
+    differ = {r["element"] for r in out["caliber"]["rows"] if not r["same"]}
+    assert {"content class", "temperature", "prompt text sha256"} <= differ
+    # n-gram speculation: the code rewrite accepts far more than varied prose
+    assert out["changes"]["mal"]["status"] == "down"
+    assert out["decomposition"]["share_mal"] > 0.5
+
+
+@needs_engine
+def test_the_same_probe_twice_is_no_change(store, capsys):
+    code, out = _triage(store, "t2-again", "t2", capsys)
+    assert out["verdict"] == "NO_CHANGE", out["headline"]
+    assert code == 0
+    assert "not significant" in out["headline"] or "minimum effect" in out["headline"]
+    assert _rows(out)["same launch cmdline?"]["status"] == "same"

@@ -1,0 +1,75 @@
+"""Triage of engine-log windows: unknown calibers, bands, concurrency, idle windows, mixing."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from test_triage_support import seed_windows
+
+from decodescope.telemetry.window import EngineWindow
+from decodescope.verdict.bands import Band
+from decodescope.verdict.side import Unit, side_from_windows
+from decodescope.verdict.triage import triage
+
+T0 = 1_789_000_000.0
+
+
+def test_same_band_slower_steps_is_a_step_rate_regression_with_unknown_caliber():
+    base = side_from_windows("a", seed_windows(T0, 40, 2.6, 3.0, seed=1))
+    cur = side_from_windows("b", seed_windows(T0 + 1e5, 40, 2.6, 3.0, seed=2,
+                                              step_lo=29.0, step_hi=31.0))
+    v = triage(base, cur)
+    assert v.label == "REGRESSION (step rate)" and v.exit_code == 1
+    assert v.caliber.same is None and "same content (ordinary text)" in v.caliber.text
+    assert "(caliber unknown: log windows)" in v.headline
+
+
+def test_different_concurrency_is_a_caliber_mismatch():
+    base = side_from_windows("a", seed_windows(T0, 30, 2.6, 3.0, seed=1))
+    cur = side_from_windows("b", seed_windows(T0 + 1e5, 30, 2.6, 3.0, seed=2, running=2))
+    v = triage(base, cur)
+    assert v.kind == "CALIBER_MISMATCH"
+    assert "running requests differ (1 → 2)" in v.caliber.text
+
+
+def test_idle_and_reset_windows_are_skipped_and_counted():
+    ws = seed_windows(T0, 5, 2.6, 3.0, seed=1)
+    idle = EngineWindow("log", "vllm", T0 + 50, T0 + 60, generation_tokens=0, drafts=0,
+                        accepted_tokens=0, running=0)
+    reset = dataclasses.replace(ws[0], flags=("reset",))
+    side = side_from_windows("a", [*ws, idle, reset])
+    assert len(side.units) == 5
+    assert side.notes == ("2 idle or reset window(s) skipped",)
+    assert side.window_s == 10.0
+
+
+def test_one_window_is_inconclusive():
+    base = side_from_windows("a", seed_windows(T0, 1, 4.0, 5.0, seed=1))
+    cur = side_from_windows("b", seed_windows(T0 + 1e5, 20, 2.6, 3.0, seed=2))
+    v = triage(base, cur)
+    assert v.kind == "INCONCLUSIVE" and "a has 1 window" in v.headline
+    assert any("calibers differ too" in line for line in v.explanation)
+
+
+def test_client_only_run_against_a_log_window_is_marked_mixed():
+    log = side_from_windows("log", seed_windows(T0, 20, 2.6, 3.0, seed=1))
+    run = dataclasses.replace(log, name="run 7", kind="run", unit_name="trial",
+                              units=tuple(Unit(f"t{i}", decode_rate=95.0 + i) for i in range(3)),
+                              pooled=None)
+    v = triage(log, run)
+    assert v.decode_source == "mixed (engine baseline, client current)"
+    rows = {r.check: r for r in v.evidence}
+    assert rows["same decode source?"].status == "changed"
+
+
+def test_custom_bands_decide_log_window_content():
+    bands = (Band("greedy rewrite", 6.0, None), Band("prose", None, 3.5))
+    base = side_from_windows("a", seed_windows(T0, 20, 6.5, 7.5, seed=1))
+    cur = side_from_windows("b", seed_windows(T0 + 1e5, 20, 2.2, 2.5, seed=2))
+    v = triage(base, cur, bands=bands)
+    assert v.kind == "CALIBER_MISMATCH"
+    assert "greedy rewrite → prose" in v.caliber.text
+    # a band gap: nothing implied, comparison proceeds (acceptance regression)
+    mid = side_from_windows("c", seed_windows(T0 + 2e5, 20, 4.5, 5.0, seed=3))
+    v2 = triage(base, mid, bands=bands)
+    assert v2.caliber.same is None and v2.label == "REGRESSION (acceptance)"
