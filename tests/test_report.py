@@ -236,3 +236,16 @@ def test_report_help_lists_the_formats() -> None:
     res = CliRunner().invoke(cli, ["report", "--help"])
     assert res.exit_code == 0 and "--baseline" in res.output and "html" in res.output
     assert EVIL not in res.output
+
+
+def test_a_run_without_trials_or_windows_still_renders_and_says_why() -> None:
+    empty = code_run(5, windows=False)
+    empty.trials.clear()
+    empty.result = None
+    rep = build_report([empty], generated_at=T)
+    assert all(not p.has_data and p.no_data for p in rep.plots)
+    page = html.render(rep)
+    assert page.count("No data: ") == 5 and 'class="plot-svg"' not in page
+    assert "# decodescope report" in markdown_export.render(rep)
+    pair = build_report([empty, code_run(6)], generated_at=T)
+    assert pair.comparisons[0].verdict == "INCONCLUSIVE"  # too few trials: said, not guessed

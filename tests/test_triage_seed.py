@@ -113,3 +113,23 @@ def test_seed_log_time_only_selectors_and_markdown(tmp_path, capsys):
     assert code == 3
     assert "| caliber | decode tokens/s | MAL | source |" in md
     assert "engine log pipeline.log" in md
+
+
+def test_numbers_side_by_side_mixes_stored_runs_and_log_windows(tmp_path, seed_sides):
+    from test_triage_support import store_run, trial
+
+    from decodescope.store.db import Store
+    from decodescope.verdict.sides import resolve_side
+
+    with Store.open(tmp_path / "runs.sqlite") as st:
+        rid = store_run(st, "chat-short-3k", [trial(94.1, 2.62, 36.5), trial(107.8, 3.14, 38.2)],
+                        labels={"tag": "tonight"})
+        run_side = resolve_side(str(rid), store=st)
+    rows = numbers_side_by_side([seed_sides[0], run_side]).splitlines()
+    assert len(rows) == 4
+    run_row = rows[3]
+    assert run_row.startswith(f"| chat-short-3k@1 ({run_side.caliber_identity}): chat task, "
+                              "short prompt, thinking on, out 3000")
+    assert "| 94.1–107.8 (client); engine median" in run_row
+    assert "| 2.62–3.14 |" in run_row
+    assert run_row.endswith("label tag=tonight |")

@@ -1,20 +1,29 @@
 """A lean HTTP/1.1 path for streaming requests to plain-http endpoints.
 
-One asyncio Protocol per connection: every socket read is timestamped and parsed (status line,
-headers, chunked framing) inside the read callback and handed to a `Sink`, so a chunk costs
-one callback instead of a trip through httpx, httpcore, h11 and anyio with two task switches.
-That keeps receipt times close to the wire when hundreds of streams share one core
-(docs/performance.md has the numbers).
+Each connection is a non-blocking socket with a reader callback on the event loop: every read
+is timestamped and parsed (status line, headers, chunked framing) inside that callback and
+handed to a `Sink`, so a chunk costs one callback instead of a trip through httpx, httpcore,
+h11 and anyio with two task switches.
+
+Receipt times come from the kernel where it can say (Linux: SO_TIMESTAMPNS, the time the last
+segment of a read reached the socket), converted to the caller's clock; elsewhere from the
+clock at read time. So a chunk that waits in the socket while the client serves other streams
+keeps the time it arrived (docs/performance.md has the numbers).
 
 Failures are raised as httpx exceptions (ConnectError, ConnectTimeout, ReadTimeout,
-RemoteProtocolError, ReadError), so the client maps both paths to the same one-line errors.
-Idle keep-alive connections are pooled per host:port, as httpx does; a pooled connection that
-the server closed before answering is retried once on a fresh one.
+RemoteProtocolError, ReadError, WriteError), so the client maps both paths to the same
+one-line errors. Idle keep-alive connections are pooled per host:port, as httpx does; a pooled
+connection that the server closed before answering is retried once on a fresh one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import platform
+import socket
+import struct
+import sys
 import time
 from collections.abc import Callable
 from typing import Protocol
@@ -24,6 +33,12 @@ import httpx
 
 Clock = Callable[[], float]
 MAX_HEAD_BYTES = 64 * 1024  # a response head larger than this is not an inference server's
+READ_BYTES = 256 * 1024  # as asyncio's own transports: one read drains a busy socket
+# SO_TIMESTAMPNS has this number in asm-generic/socket.h (64-bit x86 and ARM use it; Python's
+# socket module does not name it). Elsewhere receipt times fall back to the clock at read time.
+SO_TIMESTAMPNS = 35 if sys.platform == "linux" and platform.machine() in ("x86_64", "aarch64") else None
+ANC_BYTES = 64  # room for one struct timespec control message
+MAX_KERNEL_SKEW_S = 1.0  # a kernel time this far from the clock is not trusted (and not used)
 
 
 class Sink(Protocol):
@@ -36,21 +51,22 @@ class _Stale(Exception):
     """A pooled connection was closed by the server before any byte of the response."""
 
 
-class _Conn(asyncio.Protocol):
-    def __init__(self, clock: Clock) -> None:
-        self.clock = clock
-        self.transport: asyncio.Transport | None = None
+class _Conn:
+    def __init__(self, sock: socket.socket, kernel_ts: bool) -> None:
+        self.sock = sock
+        self.kernel_ts = kernel_ts
         self.closed = False
         self.reusable = False
+        self.reused = False
+        self.clock: Clock = time.perf_counter
         self._sink: Sink | None = None
         self._done: asyncio.Future[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
 
     # ---- one request --------------------------------------------------------------------
-    async def request(self, data: bytes, sink: Sink, read_timeout_s: float) -> None:
+    async def request(self, data: bytes, sink: Sink, read_timeout_s: float, clock: Clock) -> None:
         loop = asyncio.get_running_loop()
-        assert self.transport is not None
-        self._sink, self.reusable = sink, False
+        self.clock, self._sink, self.reusable = clock, sink, False
         self._buf = b""
         self._got_bytes = False
         self._head_done = False
@@ -61,32 +77,56 @@ class _Conn(asyncio.Protocol):
         self._timeout_s = read_timeout_s
         self._last_rx = time.monotonic()
         self._done = loop.create_future()
+        try:
+            await loop.sock_sendall(self.sock, data)
+        except OSError as exc:
+            self.close()
+            if self.reused:
+                raise _Stale() from None
+            raise httpx.WriteError(str(exc) or type(exc).__name__) from None
+        fd = self.sock.fileno()
+        loop.add_reader(fd, self._readable)
         self._timer = loop.call_at(loop.time() + read_timeout_s, self._check_timeout)
-        self.transport.write(data)
         try:
             await self._done
         except BaseException:
             self.close()
             raise
         finally:
+            if not self.closed:
+                self._unwatch(fd)
             if self._timer is not None:
                 self._timer.cancel()
             self._sink = self._done = None
 
     def close(self) -> None:
-        self.closed = True
-        if self.transport is not None:
-            self.transport.close()
+        if not self.closed:
+            self.closed = True
+            # no loop (the pool closed after it), or the socket is already gone: nothing to do
+            with contextlib.suppress(RuntimeError, ValueError, OSError):
+                self._unwatch(self.sock.fileno())
+            self.sock.close()
 
-    # ---- asyncio callbacks --------------------------------------------------------------
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+    @staticmethod
+    def _unwatch(fd: int) -> None:
+        asyncio.get_running_loop().remove_reader(fd)
 
-    def data_received(self, data: bytes) -> None:
+    # ---- reading ------------------------------------------------------------------------
+    def _readable(self) -> None:
+        try:
+            data, anc, _, _ = self.sock.recvmsg(READ_BYTES, ANC_BYTES if self.kernel_ts else 0)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._lost(exc)
+            return
+        if not data:
+            self._lost(None)
+            return
         t = self.clock()
+        if anc:
+            t = self._kernel_time(anc, t)
         if self._done is None or self._done.done():
-            self.close()  # bytes nobody asked for: the connection cannot be trusted again
             return
         self._got_bytes = True
         self._last_rx = time.monotonic()
@@ -98,16 +138,24 @@ class _Conn(asyncio.Protocol):
         except BaseException as exc:  # a parse error, or one the sink raised: end this request
             self._fail(exc)
 
-    def eof_received(self) -> bool:
-        return False  # close the transport; connection_lost finishes the request
+    def _kernel_time(self, anc: list[tuple[int, int, bytes]], t_now: float) -> float:
+        """The kernel's arrival time of the read's last segment, on the caller's clock."""
+        for level, kind, raw in anc:
+            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(raw) >= 16:
+                sec, nsec = struct.unpack_from("qq", raw)
+                age = time.time() - (sec + nsec * 1e-9)
+                if -MAX_KERNEL_SKEW_S < age < MAX_KERNEL_SKEW_S:
+                    return t_now - max(age, 0.0)
+        return t_now
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = True
+    def _lost(self, exc: Exception | None) -> None:
         if self._done is None or self._done.done():
+            self.close()
             return
         if self._head_done and self._framing == "close" and exc is None:
             self._finish(self.clock())
-        elif not self._got_bytes and self._sink is not None and self._reused:
+            self.close()
+        elif not self._got_bytes and self.reused:
             self._fail(_Stale())
         elif exc is not None:
             self._fail(httpx.ReadError(str(exc) or type(exc).__name__))
@@ -116,8 +164,6 @@ class _Conn(asyncio.Protocol):
         else:
             self._fail(httpx.RemoteProtocolError(
                 "peer closed connection without sending complete message body"))
-
-    _reused = False
 
     # ---- parsing ------------------------------------------------------------------------
     def _head(self, data: bytes, t: float) -> None:
@@ -248,10 +294,12 @@ class _Conn(asyncio.Protocol):
 class H1Pool:
     """Connections of one client, for plain-http URLs; the caller's seam is `accepts`."""
 
-    def __init__(self, connect_timeout_s: float, read_timeout_s: float, max_connections: int):
+    def __init__(self, connect_timeout_s: float, read_timeout_s: float, max_connections: int,
+                 kernel_timestamps: bool = True):
         self.connect_timeout_s = connect_timeout_s
         self.read_timeout_s = read_timeout_s
         self.max_connections = max_connections
+        self.kernel_timestamps = kernel_timestamps and SO_TIMESTAMPNS is not None
         self._idle: dict[tuple[str, int], list[_Conn]] = {}
         self._sem: asyncio.Semaphore | None = None
 
@@ -279,16 +327,15 @@ class H1Pool:
             conn = self._take_idle((host, port))
             while True:
                 if conn is None:
-                    conn = await self._connect(host, port, clock)
-                conn.clock = clock
+                    conn = await self._connect(host, port)
                 try:
-                    await conn.request(data, sink, self.read_timeout_s)
+                    await conn.request(data, sink, self.read_timeout_s, clock)
                 except _Stale:
                     conn = None
                     continue
                 break
             if conn.reusable and not conn.closed:
-                conn._reused = True
+                conn.reused = True
                 self._idle.setdefault((host, port), []).append(conn)
             else:
                 conn.close()
@@ -301,16 +348,40 @@ class H1Pool:
                 return conn
         return None
 
-    async def _connect(self, host: str, port: int, clock: Clock) -> _Conn:
-        loop = asyncio.get_running_loop()
+    async def _connect(self, host: str, port: int) -> _Conn:
         try:
-            _, conn = await asyncio.wait_for(
-                loop.create_connection(lambda: _Conn(clock), host, port), self.connect_timeout_s)
+            sock = await asyncio.wait_for(self._open(host, port), self.connect_timeout_s)
         except asyncio.TimeoutError:
             raise httpx.ConnectTimeout(f"no connection within {self.connect_timeout_s:g} s") from None
         except OSError as exc:
             raise httpx.ConnectError(str(exc) or type(exc).__name__) from None
-        return conn
+        if self.kernel_timestamps:
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS or 0, 1)
+            except OSError:
+                return _Conn(sock, False)
+            return _Conn(sock, True)
+        return _Conn(sock, False)
+
+    @staticmethod
+    async def _open(host: str, port: int) -> socket.socket:
+        loop = asyncio.get_running_loop()
+        infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        last: OSError = OSError(f"no address for {host}")
+        for family, kind, proto, _, addr in infos:
+            sock = socket.socket(family, kind, proto)
+            try:
+                sock.setblocking(False)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                await loop.sock_connect(sock, addr)
+                return sock
+            except OSError as exc:
+                sock.close()
+                last = exc
+            except BaseException:
+                sock.close()
+                raise
+        raise last
 
     def close(self) -> None:
         for conns in self._idle.values():

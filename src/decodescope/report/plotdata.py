@@ -143,7 +143,7 @@ def decode_by_position(runs: Sequence[StoredRun], names: Sequence[str]) -> Plot:
                 "output position (tokens)", "decode rate (tokens / s / request)",
                 tuple(s for s in series if s.has_data),
                 note=f"mean over requests of the rate inside each {bucket}-token bucket")
-    return _finish(plot, f"no request produced more than {bucket} tokens with timed chunks")
+    return _finish(plot, f"no request streamed a full {bucket}-token stretch of timed chunks")
 
 
 def acceptance_by_position(runs: Sequence[StoredRun], names: Sequence[str]) -> Plot:
