@@ -153,6 +153,54 @@ def timed(cmd: list[str], repeat: int) -> tuple[float, float, str]:
     return best_wall, best_cpu, out
 
 
+def stages(path: Path) -> None:
+    """CPU seconds of analyze_log's stages, each run on top of the previous one (in-process)."""
+    from decodescope.telemetry.logs import vllm
+    from decodescope.telemetry.logs.clock import Clock
+    from decodescope.telemetry.logs.pipeline import LineReader
+    from decodescope.telemetry.logs.reader import read_lines
+    from decodescope.telemetry.logs.records import ParseCounts
+    from decodescope.telemetry.logs.summary import LogAccumulator
+
+    def search() -> int:
+        return sum(1 for _ in read_lines(str(path), lambda: vllm.LEAN_KEYWORDS, ParseCounts()))
+
+    def parse() -> int:
+        c, clock = ParseCounts(), Clock(2026)
+        return sum(1 for raw in read_lines(str(path), lambda: vllm.LEAN_KEYWORDS, c)
+                   if vllm.parse(raw.decode("utf-8", "replace"), clock, c) is not None)
+
+    def windows(acc: LogAccumulator | None = None) -> int:
+        c = ParseCounts()
+        lr = LineReader("vllm", Clock(2026), c)
+        n = 0
+        for raw in read_lines(str(path), lr.keywords, c):
+            for w in lr.feed(raw):
+                n += 1
+                if acc is not None:
+                    acc.add(w)
+        for w in lr.flush():
+            n += 1
+            if acc is not None:
+                acc.add(w)
+        if acc is not None:
+            acc.finish(str(path), "vllm", c)
+        return n
+
+    def summary() -> int:
+        return windows(LogAccumulator())
+
+    print(f"{'stage (cumulative)':<28}{'cpu s':>8}  count")
+    for name, fn in (("keyword search", search), ("+ parse lines", parse),
+                     ("+ windows", windows), ("+ summary", summary)):
+        best, n = math.inf, 0
+        for _ in range(3):
+            c0 = time.process_time()
+            n = fn()
+            best = min(best, time.process_time() - c0)
+        print(f"{name:<28}{best:>8.3f}  {n:,}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size-mb", type=int, default=1024)
@@ -161,6 +209,8 @@ def main() -> int:
     ap.add_argument("--path", help="log file to use (generated if missing; kept)")
     ap.add_argument("--repeat", type=int, default=3, help="runs per tool; the best counts")
     ap.add_argument("--keep", action="store_true", help="keep the generated file")
+    ap.add_argument("--stages", action="store_true",
+                    help="instead of the grep comparison, time analyze_log's stages in-process")
     args = ap.parse_args()
 
     tmpdir = None
@@ -177,6 +227,9 @@ def main() -> int:
                   f"in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
         size_mb = path.stat().st_size / 1e6
         subprocess.run(["cat", str(path)], stdout=subprocess.DEVNULL, check=True)  # warm cache
+        if args.stages:
+            stages(path)
+            return 0
         exe = shutil.which("decodescope") or ""
         ds = [exe] if exe else [sys.executable, "-c",
                                 "import sys; from decodescope.cli.main import main; sys.exit(main())"]

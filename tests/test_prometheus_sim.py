@@ -202,3 +202,16 @@ def test_log_option_needs_an_existing_file(tmp_path: Path, capsys: pytest.Captur
                str(tmp_path / "s.db"), "--log", str(tmp_path / "missing.log"), "--json"])
     assert rc == 2
     assert "no such log file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("decay", [0.0, 0.3])
+def test_length_decay_matches_the_simulated_slowdown(decay: float, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """Step time × (1 + decay × position / 1000): the rate at 1K tokens is 1 / (1 + decay)."""
+    cfg = SimConfig(time_scale=TIME_SCALE, seed=3, batch_slowdown=0.0, length_decay_per_1k=decay)
+    with SimServer(cfg).start_in_thread() as sim:
+        doc = probe(sim.url, caliber(tmp_path, tokens=1200), tmp_path / "s.db", capsys,
+                    "--trials", "1", "--no-scrape")
+    d = doc["result"]["length_decay"]
+    expected = 100 * (1 / (1 + decay) - 1)  # % per 1K tokens from position 0
+    assert d["per_1k_pct"] == pytest.approx(expected, abs=6), d["points"]

@@ -12,6 +12,7 @@ from decodescope.telemetry.prometheus import (
     interval_windows,
     is_reset,
     parse_metrics,
+    relevant_lines,
     trial_windows,
     window_between,
     windows_from_scrapes,
@@ -108,7 +109,7 @@ def test_parse_llamacpp_names() -> None:
 
 
 def test_parse_garbage_and_unknown_text() -> None:
-    bad = parse_metrics("vllm:x{ 1 2 3\n", 0.0, 0.0)
+    bad = parse_metrics("vllm:generation_tokens_total{ 1 2 3\n", 0.0, 0.0)
     assert bad.prefix is None and bad.error and "unparsable" in bad.error
     other = parse_metrics("# TYPE foo counter\nfoo_total 3\n", 0.0, 0.0)
     assert other.prefix is None and other.error is None
@@ -237,3 +238,12 @@ def test_observer_without_metrics_says_so_once() -> None:
     assert calls == ["/metrics"]  # no thread, no boundary scrapes after a 404
     assert [f.code for f in res.findings] == ["telemetry.no_metrics"]
     assert res.windows == []
+
+
+def test_only_relevant_lines_are_parsed() -> None:
+    noise = "".join(f'vllm:e2e_request_latency_seconds_bucket{{le="{i}"}} {i}\n' for i in range(500))
+    text = vllm_text(100, 20, 80, 50, (20, 15, 10, 5), steps=7)
+    assert relevant_lines(noise) == "\n"
+    kept = relevant_lines(noise + text)
+    assert "e2e_request_latency" not in kept and "# TYPE" not in kept
+    assert parse_metrics(noise + text, 0.0, 0.0) == parse_metrics(text, 0.0, 0.0)

@@ -14,7 +14,7 @@ from test_report_fixtures import EVIL, code_run, evil_pair, prose_run, request
 from decodescope.cli.main import main
 from decodescope.exitcodes import ExitCode
 from decodescope.report import curves, html, json_export, markdown_export
-from decodescope.report.model import REPORT_KIND, REPORT_SCHEMA_VERSION, build_report
+from decodescope.report.model import REPORT_KIND, REPORT_SCHEMA_VERSION, Report, build_report
 from decodescope.report.plots import nice_ticks
 from decodescope.store import runs as sr
 from decodescope.store.db import Store
@@ -24,8 +24,8 @@ from decodescope.telemetry.window import EngineWindow
 T = 1_790_000_500.0
 
 
-def pair_report(**kw: object):  # type: ignore[no-untyped-def]
-    return build_report([code_run(), prose_run()], generated_at=T, **kw)  # type: ignore[arg-type]
+def pair_report() -> Report:
+    return build_report([code_run(), prose_run()], generated_at=T)
 
 
 # -- model ---------------------------------------------------------------------------------------
@@ -194,14 +194,14 @@ def store(tmp_path: Path) -> Path:
                                             (".md", "# decodescope report"),
                                             (".json", '{\n "schema_version"')])
 def test_report_command_picks_the_format_from_the_suffix(store: Path, tmp_path: Path, suffix: str,
-                                                         marker: str, capsys) -> None:  # type: ignore[no-untyped-def]
+                                                         marker: str, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / f"r{suffix}"
     assert main(["report", "1", "2", "-o", str(out), "--store", str(store)]) == 0
     assert out.read_text().startswith(marker)
     assert "CALIBER_MISMATCH" in capsys.readouterr().out
 
 
-def test_report_command_json_summary_and_baseline(store: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_report_command_json_summary_and_baseline(store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "r.html"
     assert main(["report", "2", "--baseline", "1", "--format", "html", "-o", str(out),
                  "--store", str(store), "--json"]) == 0
@@ -211,14 +211,14 @@ def test_report_command_json_summary_and_baseline(store: Path, tmp_path: Path, c
     assert summary["bytes"] == len(out.read_bytes())
 
 
-def test_report_command_to_stdout(store: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_report_command_to_stdout(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["report", "last", "--store", str(store), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["kind"] == REPORT_KIND and [r["run_id"] for r in doc["runs"]] == [2]
 
 
 def test_report_command_errors_are_one_line_with_exit_codes(store: Path, tmp_path: Path,
-                                                            capsys) -> None:  # type: ignore[no-untyped-def]
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["report", "99", "--store", str(store)]) == ExitCode.USAGE
     err = capsys.readouterr().err
     assert err.startswith("error: no run 99") and "Traceback" not in err

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_report_cdp import SKIP_REASON, find_chromium, open_page, page_state
@@ -15,6 +16,7 @@ from test_report_fixtures import EVIL, code_run, evil_pair, prose_run
 
 from decodescope.report import html
 from decodescope.report.model import build_report
+from decodescope.store.runs import StoredRun
 
 CHROMIUM = find_chromium()
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason=SKIP_REASON)
@@ -28,13 +30,13 @@ def artifact(name: str) -> Path:
     return ARTIFACTS / name
 
 
-def write_report(path: Path, runs: list, **kw: object) -> Path:  # type: ignore[type-arg]
-    report = build_report(runs, generated_at=1_790_000_500.0, **kw)  # type: ignore[arg-type]
+def write_report(path: Path, runs: list[StoredRun]) -> Path:
+    report = build_report(runs, generated_at=1_790_000_500.0)
     path.write_text(html.render(report), encoding="utf-8")
     return path
 
 
-def assert_all_plots_drawn(state: dict) -> None:  # type: ignore[type-arg]
+def assert_all_plots_drawn(state: dict[str, Any]) -> None:
     assert [p["id"] for p in state["plots"]] == PLOT_IDS
     for p in state["plots"]:
         assert p["state"] == "data", p
@@ -125,7 +127,8 @@ def test_plots_without_engine_data_say_so_in_words(tmp_path: Path) -> None:
 
 # -- stored runs from the simulator, through the CLI --------------------------------------------
 @needs_chromium
-def test_simulator_pair_through_probe_and_report_commands(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_simulator_pair_through_probe_and_report_commands(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from decodescope.cli.main import main
     from decodescope.sim.config import SimConfig
     from decodescope.sim.server import SimServer

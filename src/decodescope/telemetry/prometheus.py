@@ -68,6 +68,34 @@ PROCESS_START = "process_start_time_seconds"
 FINISH_UPDATED = ("llamacpp", "sglang")
 
 
+
+def _wanted() -> frozenset[str]:
+    names = {n for table in (COUNTER_NAMES, GAUGE_NAMES) for m in table.values()
+             for n in m.values()} | set(PER_POS_NAMES.values()) | {PROCESS_START}
+    created = {n.removesuffix("_total") + "_created" for n in names if n.endswith("_total")}
+    return frozenset(names | created)
+
+
+WANTED = _wanted()
+
+
+def relevant_lines(text: str) -> str:
+    """Only the samples we use: a vLLM exposition has a thousand histogram lines, and parsing
+    them every second would hold the GIL while the probe timestamps chunks."""
+    out = []
+    for line in text.splitlines():
+        if not line or line[0] == "#":
+            continue
+        end = len(line)
+        for sep in ("{", " "):
+            i = line.find(sep)
+            if 0 <= i < end:
+                end = i
+        if line[:end] in WANTED:
+            out.append(line)
+    return "\n".join(out) + "\n"
+
+
 @dataclass(frozen=True)
 class Scrape:
     """One GET /metrics: the relevant samples, summed over label sets."""
@@ -107,7 +135,7 @@ def parse_metrics(text: str, t_s: float, t_wall_s: float, mark: str | None = Non
     created: dict[str, float] = {}
     per_pos_raw: dict[str, dict[int, float]] = {}
     try:
-        for fam in text_string_to_metric_families(text):
+        for fam in text_string_to_metric_families(relevant_lines(text)):
             for s in fam.samples:
                 if s.name.endswith("_created"):
                     base = s.name[: -len("_created")] + "_total"

@@ -41,8 +41,7 @@ def notes_for(s: LogSummary, counts: ParseCounts, flags: dict[str, int],
     if sel is not None and sel.without_time:
         out.append(Finding(
             "logs.selection_without_time",
-            f"{_n(sel.without_time, 'window')} carry no clock time and were left out by "
-            "--since/--until",
+            f"left out by --since/--until: {_n(sel.without_time, 'window')} without clock time",
             remedy="llama.cpp stamps elapsed time only; leave out --since/--until for its logs",
             severity="warning"))
     if sel is not None and sel.active and _partial(sel) and s.t_first_s is not None \
@@ -62,19 +61,20 @@ def _flag_notes(out: list[Finding], flags: dict[str, Any]) -> None:
     if flags.get("interval_default"):
         out.append(Finding(
             "logs.interval_default",
-            f"{_n(flags['interval_default'], 'window')} use the default stats interval (too few "
+            f"default stats interval for {_n(flags['interval_default'], 'window')} (too few "
             "lines to measure the spacing)", severity="info"))
     if flags.get("may_include_idle"):
         out.append(Finding(
             "logs.window_spans_idle",
-            f"{_n(flags['may_include_idle'], 'window')} span an idle period (SGLang measures from the "
-            "previous Decode line) and are left out of decode and step-rate figures",
+            f"left out of decode and step-rate figures: {_n(flags['may_include_idle'], 'window')} "
+            "spanning an idle period (SGLang measures from the previous Decode line)",
             severity="info"))
     if flags.get("drafts_from_printed_mal"):
         out.append(Finding(
             "logs.drafts_from_mal",
-            f"{_n(flags['drafts_from_printed_mal'], 'window')} draft fewer than k tokens per step "
-            "(n-gram?): drafts taken from the printed mean acceptance length", severity="info"))
+            f"drafts taken from the printed mean acceptance length for "
+            f"{_n(flags['drafts_from_printed_mal'], 'window')}: fewer than k tokens drafted per "
+            "step (n-gram?)", severity="info"))
     if flags.get("v0_cumulative_diff") or flags.get("v0_first_spec_line"):
         out.append(Finding(
             "logs.v0_cumulative",
