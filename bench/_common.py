@@ -29,11 +29,20 @@ def check_clocks() -> None:
             raise SystemExit(f"bench needs {name} on CLOCK_MONOTONIC (it is {impl})")
 
 
+# Command prefixes that raise priority (set by the bench's --sched; empty = as started).
+SIM_PRIORITY: list[str] = []
+CLIENT_PRIORITY: list[str] = []
+
+
 def pinned(cpu: int | None) -> list[str]:
     """A command prefix that runs a program on one core (empty when pinning is off)."""
     if cpu is None or not hasattr(os, "sched_setaffinity"):
         return []
     return ["taskset", "-c", str(cpu)]
+
+
+def client_prefix() -> list[str]:
+    return [*CLIENT_PRIORITY, *pinned(CLIENT_CPU)]
 
 
 def cpus() -> int:
@@ -62,7 +71,7 @@ class Sim:
 def simulator(args: Sequence[str], cpu: int | None = SIM_CPU) -> Iterator[Sim]:
     """`decodescope sim --port 0 --json ARGS` in its own process, pinned to `cpu`."""
     # The sim command itself, not the whole CLI: a broken import elsewhere must not stop it.
-    cmd = [*pinned(cpu), sys.executable, "-c", SIM_MAIN, "--port", "0", "--json", *args]
+    cmd = [*SIM_PRIORITY, *pinned(cpu), sys.executable, "-c", SIM_MAIN, "--port", "0", "--json", *args]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None

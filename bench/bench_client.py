@@ -10,9 +10,9 @@ side by side with AIPerf, against the simulator's ground truth. Prints one table
    token rate ingested within it, on one core.
 3. Overhead: client CPU seconds per million tokens.
 
-The simulator runs in its own process on core 1 and the client on core 0 (taskset). On a
-shared machine, `--sched fifo` (the default when allowed) runs both as SCHED_FIFO so other
-work on the machine does not land in the timings; docs/performance.md has the caveats.
+The simulator runs in its own process on core 1 and the client on core 0 (taskset); by default
+the simulator runs SCHED_FIFO and the clients at nice -10 (as root), so other work on a shared
+machine disturbs the schedule less; docs/performance.md has the caveats.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def body(max_tokens: int) -> dict[str, Any]:
 
 
 def run_decodescope(sim: C.Sim, lv: Level) -> tuple[list[dict[str, Any]], float]:
-    cmd = [*C.pinned(C.CLIENT_CPU), sys.executable, str(Path(__file__).parent / "_ds_worker.py"),
+    cmd = [*C.client_prefix(), sys.executable, str(Path(__file__).parent / "_ds_worker.py"),
            "--url", sim.url, "--body", json.dumps(body(lv.max_tokens)),
            "--concurrency", str(lv.concurrency), "--requests", str(lv.requests)]
     out = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
@@ -98,7 +98,7 @@ def run_aiperf(ap: _aiperf.AIPerf, sim: C.Sim, lv: Level) -> tuple[list[dict[str
     extra = {k: b[k] for k in ("ignore_eos", "temperature", "chat_template_kwargs")}
     cmd = ap.command(sim.url, MODEL, PROMPT, lv.max_tokens, lv.concurrency, lv.requests, extra, outdir)
     cpu0 = _children_cpu_s()
-    proc = subprocess.run([*C.pinned(C.CLIENT_CPU), *cmd], capture_output=True, text=True)
+    proc = subprocess.run([*C.client_prefix(), *cmd], capture_output=True, text=True)
     cpu = _children_cpu_s() - cpu0
     if proc.returncode != 0:
         raise SystemExit(f"aiperf failed ({proc.returncode}): {proc.stdout[-2000:]}{proc.stderr[-2000:]}")
@@ -248,19 +248,15 @@ def print_table(rows: list[list[str]]) -> None:
 
 
 def set_sched(mode: str) -> str:
-    if mode == "fifo":
-        try:
-            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))
-            return "SCHED_FIFO 10 (inherited by simulator and clients)"
-        except (PermissionError, AttributeError, OSError):
-            mode = "nice"
-    if mode == "nice":
-        try:
-            os.nice(-15)
-            return "nice -15"
-        except (PermissionError, OSError):
-            return "normal (no privilege to raise priority)"
-    return "normal"
+    """sim-fifo: the simulator runs SCHED_FIFO (its emits stay on schedule however busy the
+    machine is) and every client at nice -10; both need root. A client is never SCHED_FIFO:
+    AIPerf's timing manager spins while it waits, and under FIFO it would starve its own
+    worker on the shared core."""
+    if mode == "sim-fifo" and os.geteuid() == 0:
+        C.SIM_PRIORITY[:] = ["chrt", "-f", "10"]
+        C.CLIENT_PRIORITY[:] = ["nice", "-n", "-10"]
+        return "simulator SCHED_FIFO 10, clients nice -10"
+    return "as started (no priority change)"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -268,7 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     ap_.add_argument("--aiperf", help="the aiperf executable (default: bench/.venv-aiperf/bin/aiperf)")
     ap_.add_argument("--no-aiperf", action="store_true", help="decodescope only")
     ap_.add_argument("--quick", action="store_true", help="fewer levels, c1 with 2 requests")
-    ap_.add_argument("--sched", choices=["fifo", "nice", "normal"], default="fifo")
+    ap_.add_argument("--sched", choices=["sim-fifo", "normal"], default="sim-fifo",
+                     help="priorities (default: simulator SCHED_FIFO, clients nice -10; needs root)")
     ap_.add_argument("--json", type=Path, help="also write every result here")
     args = ap_.parse_args(argv)
     C.check_clocks()

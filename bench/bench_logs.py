@@ -156,11 +156,11 @@ def timed(cmd: list[str], repeat: int) -> tuple[float, float, str]:
 def stages(path: Path) -> None:
     """CPU seconds of analyze_log's stages, each run on top of the previous one (in-process)."""
     from decodescope.telemetry.logs import vllm
+    from decodescope.telemetry.logs.accumulate import LogAccumulator
     from decodescope.telemetry.logs.clock import Clock
     from decodescope.telemetry.logs.pipeline import LineReader
     from decodescope.telemetry.logs.reader import read_lines
     from decodescope.telemetry.logs.records import ParseCounts
-    from decodescope.telemetry.logs.summary import LogAccumulator
 
     def search() -> int:
         return sum(1 for _ in read_lines(str(path), lambda: vllm.LEAN_KEYWORDS, ParseCounts()))

@@ -156,3 +156,25 @@ def test_selector_window_matches_ux_example(seed_log: str):
     s = analyze_log(path, since=start, until=end, year=2026)
     assert s.windows_total == 7 and s.since_s is not None and s.until_s is not None
     assert s.until_s - s.since_s == timedelta(minutes=1).total_seconds()
+
+
+def test_docs_example_is_the_real_output(capsys):
+    """docs/logs.md shows the output for a committed fixture: keep it true."""
+    root = Path(__file__).parent.parent
+    doc = (root / "docs" / "logs.md").read_text()
+    cmd = "$ decodescope logs tests/data/real-logs/vllm_issue_43295.log --year 2026\n"
+    shown = doc.split(cmd, 1)[1].split("```", 1)[0].rstrip("\n")
+    assert main(["logs", str(root / "tests/data/real-logs/vllm_issue_43295.log"),
+                 "--year", "2026"]) == 0
+    assert capsys.readouterr().out.rstrip("\n") == shown
+
+
+def test_simulator_log_is_labelled(tmp_path: Path, capsys):
+    p = tmp_path / "sim.log"
+    lines = ["(APIServer pid=9) INFO 09-15 23:29:00 [sim.py:1] decodescope SIMULATOR: this log is "
+             "SIMULATED, not a real vLLM engine (version 0.11.2, seed 1)"]
+    lines += [engine_line(T0 + 10 * i, 14.0) for i in range(1, 4)]
+    p.write_text("\n".join(lines) + "\n")
+    assert main(["logs", str(p), "--year", "2026", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["simulated"] is True and d["answer"].startswith("vLLM (SIMULATED) log, 3 windows")

@@ -149,3 +149,229 @@ def test_mid_stream_disconnect_keeps_received_chunks():
 
     tr = run(lambda r: httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=Broken()))
     assert tr.error_kind == "StreamClosedError" and len(tr.chunks) == 1
+
+
+# ---- the lean HTTP/1.1 path (make_client without a proxy, plain http) -------------------
+import socket  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+
+from decodescope.probe import h1  # noqa: E402
+from decodescope.probe.client import make_client  # noqa: E402
+
+
+class Scripted:
+    """A threaded HTTP server on 127.0.0.1: every connection runs `script(sock, index)`."""
+
+    def __init__(self, script):
+        self.script = script
+        self.conns = 0
+        self.requests = []
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.threads = [threading.Thread(target=self._accept, daemon=True)]
+        self.threads[0].start()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns += 1
+            t = threading.Thread(target=self._one, args=(c, self.conns - 1), daemon=True)
+            self.threads.append(t)
+            t.start()
+
+    def _one(self, c, index):
+        with c:
+            try:
+                self.script(self, c, index)
+            except OSError:
+                pass
+
+    def read_request(self, c):
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            data = c.recv(65536)
+            if not data:
+                return None
+            buf += data
+        head, _, body = buf.partition(b"\r\n\r\n")
+        length = int(next((ln.split(b":")[1] for ln in head.split(b"\r\n")
+                           if ln.lower().startswith(b"content-length:")), b"0"))
+        while len(body) < length:
+            body += c.recv(65536)
+        self.requests.append((head.decode("latin-1"), json.loads(body)))
+        return head
+
+    def close(self):
+        self.sock.close()
+        for t in self.threads:
+            t.join(5)
+
+
+def h1_run(server, n=1, **kw):
+    async def go():
+        async with make_client(**kw) as c:
+            return [await stream_request(c, server.url, "/v1/chat/completions", {"model": "m"})
+                    for _ in range(n)]
+    try:
+        return asyncio.run(go())
+    finally:
+        server.close()
+
+
+def hchunk(data):
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+SSE_HEAD = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nx-request-id: rid-7\r\n"
+            b"transfer-encoding: chunked\r\n\r\n")
+
+
+def spec_stream(sizes=(1, 3, 4, 2)):
+    events, total = [sse(chunk(usage=usage(0)))], 0
+    for i, n in enumerate(sizes):
+        total += n
+        events.append(sse(chunk(content="c" * n, usage=usage(total),
+                                finish="length" if i == len(sizes) - 1 else None)))
+    events += [sse({"id": "cmpl-1", "choices": [], "usage": usage(total)}), b"data: [DONE]\n\n"]
+    return events, total
+
+
+def test_h1_chunked_stream_split_at_every_awkward_boundary():
+    events, total = spec_stream()
+    wire = SSE_HEAD + b"".join(hchunk(e) for e in events) + b"0\r\nx-trailer: 1\r\n\r\n"
+
+    def script(srv, c, i):
+        srv.read_request(c)
+        for k in range(0, len(wire), 7):  # 7-byte pieces: size lines, CRLFs and data all split
+            c.sendall(wire[k:k + 7])
+            time.sleep(0.0005)
+
+    srv = Scripted(script)
+    (tr,) = h1_run(srv)
+    assert tr.ok, tr.error
+    assert tr.request_id == "rid-7" and tr.completion_tokens == total
+    assert sum(c.tokens or 0 for c in tr.chunks) == total
+    times = [c.t_recv_s for c in tr.chunks]
+    assert times == sorted(times) and tr.t_send_s <= times[0] <= times[-1] <= tr.t_done_s
+    head, body = srv.requests[0]
+    assert head.startswith("POST /v1/chat/completions HTTP/1.1") and body == {"model": "m"}
+
+
+@pytest.mark.parametrize("framing", ["length", "close"])
+def test_h1_content_length_and_close_delimited_bodies(framing):
+    events, total = spec_stream()
+    body = b"".join(events)
+    head = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+            + (b"content-length: %d\r\n\r\n" % len(body) if framing == "length"
+               else b"connection: close\r\n\r\n"))
+
+    def script(srv, c, i):
+        srv.read_request(c)
+        c.sendall(head + body)
+        if framing == "close":
+            c.shutdown(socket.SHUT_WR)
+
+    (tr,) = h1_run(Scripted(script))
+    assert tr.ok, tr.error
+    assert tr.completion_tokens == total
+
+
+def test_h1_keeps_connections_alive_and_retries_one_the_server_closed():
+    events, _ = spec_stream()
+    wire = SSE_HEAD + b"".join(hchunk(e) for e in events) + b"0\r\n\r\n"
+
+    def script(srv, c, i):
+        for _ in range(2 if i == 0 else 1):  # the first connection serves two, then closes
+            if srv.read_request(c) is None:
+                return
+            c.sendall(wire)
+
+    srv = Scripted(script)
+    traces = h1_run(srv, n=3)
+    assert all(t.ok for t in traces), [t.error for t in traces]
+    assert srv.conns == 2 and len(srv.requests) == 3
+
+
+@pytest.mark.parametrize("reply,kind,needle", [
+    (b"HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\ncontent-length: 21\r\n\r\n"
+     b'{"error": "bad key"}\n', "AuthError", "--api-key-env"),
+    (b"HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: 18\r\n\r\n<html>login</html>",
+     "NotSSEError", "HTML"),
+    (SSE_HEAD + hchunk(sse(chunk(content="a", usage=usage(1)))), "StreamClosedError", "mid-stream"),
+    (b"HTTP/1.1 100 Continue\r\n\r\n" + SSE_HEAD + hchunk(b"data: {not json\n\n") + b"0\r\n\r\n",
+     "MalformedSSEError", "not JSON"),
+    (b"NOT-HTTP\r\n\r\n", "StreamClosedError", "bad status line"),
+])
+def test_h1_bad_servers_give_the_same_errors(reply, kind, needle):
+    def script(srv, c, i):
+        srv.read_request(c)
+        c.sendall(reply)
+
+    (tr,) = h1_run(Scripted(script))
+    assert not tr.ok and tr.error_kind == kind and needle in tr.error, tr.error
+    if kind == "StreamClosedError" and "mid-stream" in needle:
+        assert len(tr.chunks) == 1  # what arrived is kept
+
+
+def test_h1_connection_refused_and_read_timeout():
+    s = socket.create_server(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+
+    async def refused():
+        async with make_client() as c:
+            return await stream_request(c, f"http://127.0.0.1:{port}", "/v1/x", {})
+    tr = asyncio.run(refused())
+    assert tr.error_kind == "UnreachableError" and "cannot connect" in tr.error
+
+    def stall(srv, c, i):
+        srv.read_request(c)
+        c.sendall(SSE_HEAD + hchunk(sse(chunk(content="a", usage=usage(1)))))
+        time.sleep(1.0)
+
+    (tr,) = h1_run(Scripted(stall), timeout_s=0.2)
+    assert tr.error_kind == "StreamClosedError" and "timed out" in tr.error
+    assert len(tr.chunks) == 1
+
+
+def test_make_client_with_a_proxy_goes_through_httpx():
+    async def go():
+        async with make_client(proxy="http://127.0.0.1:9") as c:
+            return getattr(c, "h1", "absent")
+    assert asyncio.run(go()) is None
+    assert h1.H1Pool.accepts("http://h:1/x") and not h1.H1Pool.accepts("https://h/x")
+
+
+@pytest.mark.skipif(h1.SO_TIMESTAMPNS is None, reason="kernel receipt times: Linux x86_64/aarch64")
+def test_h1_receipt_time_is_when_bytes_arrived_not_when_read():
+    # The second event arrives while the client is busy for 0.2 s (in on_chunk); its receipt
+    # time is when the kernel got it, not when the client got round to reading it.
+    sent = []
+
+    def script(srv, c, i):
+        srv.read_request(c)
+        c.sendall(SSE_HEAD + hchunk(sse(chunk(content="a", usage=usage(1)))))
+        time.sleep(0.05)
+        sent.append(time.perf_counter())
+        c.sendall(hchunk(sse(chunk(content="b", usage=usage(2), finish="length"))) + b"0\r\n\r\n")
+
+    srv = Scripted(script)
+
+    def busy(ch):
+        if ch.content == "a":
+            time.sleep(0.2)
+
+    async def go():
+        async with make_client() as c:
+            return await stream_request(c, srv.url, "/v1/chat/completions", {}, on_chunk=busy)
+    try:
+        tr = asyncio.run(go())
+    finally:
+        srv.close()
+    assert tr.ok, tr.error
+    b = next(c for c in tr.chunks if c.content == "b")
+    assert abs(b.t_recv_s - sent[0]) < 0.01  # read ~0.15 s later, stamped on arrival

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -23,12 +24,13 @@ from decodescope.telemetry.logs import (
     Selection,
     analyze_log,
     check_log_path,
+    is_simulated,
     iter_windows,
     parse_time,
     window_step_rate,
 )
+from decodescope.telemetry.logs.accumulate import MAX_WINDOWS_KEPT
 from decodescope.telemetry.logs.notes import human_bytes
-from decodescope.telemetry.logs.summary import MAX_WINDOWS_KEPT
 from decodescope.telemetry.window import EngineWindow
 
 
@@ -90,7 +92,8 @@ def _follow(file: str, since: str | None, until: str | None, engine: str | None,
     except KeyboardInterrupt:
         pass
     found = readers[0].engine.name if readers and readers[0].engine else None
-    _emit(acc.finish(file, found, counts, selection), as_json)
+    summary = acc.finish(file, found, counts, selection)
+    _emit(replace(summary, simulated=is_simulated(file)), as_json)
     return 0
 
 

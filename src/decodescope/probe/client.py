@@ -3,6 +3,11 @@
 Seams: `client` (an httpx.AsyncClient — pass one with a MockTransport in tests) and `clock`.
 Defaults: trust_env=False (environment proxies are ignored; see `decodescope doctor`), an
 explicit `proxy` opts in.
+
+Two transport paths, one interpretation (`_Recorder`): a client from `make_client` without a
+proxy streams plain-http URLs through probe/h1.py (one read callback per socket read, kernel
+receipt times on Linux); https, proxies and any other httpx client (MockTransport in tests) go
+through httpx. docs/performance.md measures both against the simulator's ground truth.
 """
 
 from __future__ import annotations
@@ -48,6 +53,11 @@ class ProbeClient(httpx.AsyncClient):
         if self.h1 is not None:
             self.h1.close()
         await super().aclose()
+
+    async def __aexit__(self, *exc: Any) -> None:
+        if self.h1 is not None:
+            self.h1.close()
+        await super().__aexit__(*exc)
 
 
 def make_client(proxy: str | None = None, timeout_s: float = READ_TIMEOUT_S,

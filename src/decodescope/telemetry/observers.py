@@ -57,7 +57,7 @@ class PrometheusObserver:
         t_s, t_wall = self._clock(), self._wall()
         try:
             r = self._client.get(self.url)
-        except httpx.HTTPError as exc:
+        except Exception as exc:  # never let a scrape take the probe down
             s = Scrape(t_s, t_wall, None, mark=mark, error=f"{type(exc).__name__}: {exc}")
         else:
             if r.status_code != 200:
@@ -167,7 +167,11 @@ class LogTailObserver:
         except OSError as exc:
             self._error = f"cannot read {self.path}: {exc.strerror or exc}"
             return
-        follow = self._follow or default_follow(self.engine, self.poll_s)
+        try:
+            follow = self._follow or default_follow(self.engine, self.poll_s)
+        except ImportError as exc:
+            self._error = f"no log parser: {exc}"
+            return
         self._thread = threading.Thread(target=self._run, args=(follow, offset),
                                         name="decodescope-logtail", daemon=True)
         self._thread.start()

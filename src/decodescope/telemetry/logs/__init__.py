@@ -7,18 +7,17 @@
 Formats, window rules and pitfalls: docs/logs.md.
 """
 
-from decodescope.telemetry.logs.pipeline import ENGINE_NAMES, Selection, iter_windows
-from decodescope.telemetry.logs.records import ParseCounts
-from decodescope.telemetry.logs.selectors import TimeSpec, parse_time, split_selector
-from decodescope.telemetry.logs.summary import (
-    EngineSeen,
-    IdleGap,
+from decodescope.telemetry.logs.accumulate import (
     LogAccumulator,
-    LogSummary,
     analyze_log,
-    check_log_path,
+    is_simulated,
     window_step_rate,
 )
+from decodescope.telemetry.logs.pipeline import ENGINE_NAMES, Selection, iter_windows
+from decodescope.telemetry.logs.reader import check_log_path
+from decodescope.telemetry.logs.records import ParseCounts
+from decodescope.telemetry.logs.selectors import TimeSpec, parse_time, split_selector
+from decodescope.telemetry.logs.summary import EngineSeen, IdleGap, LogSummary
 
 __all__ = [
     "ENGINE_NAMES",
@@ -31,6 +30,7 @@ __all__ = [
     "TimeSpec",
     "analyze_log",
     "check_log_path",
+    "is_simulated",
     "iter_windows",
     "parse_time",
     "split_selector",

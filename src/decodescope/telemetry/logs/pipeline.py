@@ -19,6 +19,7 @@ from decodescope.telemetry.logs.clock import Clock, strip_ansi
 from decodescope.telemetry.logs.llamacpp import LlamacppAssembler
 from decodescope.telemetry.logs.reader import (
     FOLLOW_POLL_S,
+    check_log_path,
     follow_blocks,
     matching_lines,
     read_lines,
@@ -155,11 +156,11 @@ def iter_windows(path: str, *, engine: str | None = None, year: int | None = Non
     receives the line counters.
     """
     counts = counts if counts is not None else ParseCounts()
+    if not follow:
+        check_log_path(path)
     try:
         mtime = os.stat(path).st_mtime
-    except FileNotFoundError:
-        if not follow:
-            raise
+    except FileNotFoundError:  # follow mode waits for the file
         mtime = None
     lr = LineReader(None if engine in (None, "auto") else engine, Clock(year, mtime), counts)
     if reader_out is not None:

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import BinaryIO, Protocol
 
+from decodescope.errors import UsageError
 from decodescope.telemetry.logs.records import ParseCounts
 
 READ_BYTES = 1 << 20  # read and search unit: stays in CPU cache across the keyword passes
@@ -153,3 +154,17 @@ def _check(path: str, f: BinaryIO) -> tuple[bool, bool]:
     if (now.st_ino, now.st_dev) != (mine.st_ino, mine.st_dev):
         return True, False
     return False, mine.st_size < f.tell()
+
+
+def check_log_path(path: str) -> None:
+    """UsageError with a remedy when `path` is not a readable file."""
+    if not os.path.exists(path):
+        raise UsageError("log file not found", where=path,
+                         remedy="Check the path; for a server started by systemd or docker, "
+                                "save its log first (journalctl -u NAME > engine.log, "
+                                "docker logs NAME > engine.log 2>&1)")
+    if os.path.isdir(path):
+        raise UsageError("log path is a directory", where=path, remedy="Give the log file itself")
+    if not os.access(path, os.R_OK):
+        raise UsageError("log file is not readable", where=path,
+                         remedy="Check its permissions (or run with sudo)")
