@@ -179,8 +179,7 @@ def _pct(v: float | None) -> str:
     return "-" if v is None else f"{v * 100:.4f}%"
 
 
-def _rows(client: str, acc: list[Outcome], cap: list[Outcome], startup_cpu_s: float
-          ) -> tuple[list[list[str]], dict[str, Any]]:
+def _rows(client: str, acc: list[Outcome], cap: list[Outcome]) -> tuple[list[list[str]], dict[str, Any]]:
     rows: list[list[str]] = []
     facts: dict[str, Any] = {}
     for o in acc:
@@ -206,15 +205,21 @@ def _rows(client: str, acc: list[Outcome], cap: list[Outcome], startup_cpu_s: fl
     if best is not None:
         cap_text += f" (c{best.level.concurrency}, step {best.level.step_rate_hz:g} Hz)"
     rows.append([client, "capacity, 1 core (p99 lag <= 2 ms)", cap_text, "see ratio", "-"])
-    ref = best or (cap[0] if cap else None)
-    if ref is not None and ref.tokens:
-        cpu = max(ref.cpu_s - startup_cpu_s, 1e-9)
-        per_m = cpu / ref.tokens * 1e6
-        facts["cpu_s_per_mtok"] = per_m
-        facts["projected_tps_per_core"] = 1e6 / per_m
-        rows.append([client, f"CPU s per Mtok (at {ref.ingest_tps or 0:,.0f} tok/s)", f"{per_m:.1f}", "-", "-"])
-        rows.append([client, "tokens/s per busy core (1e6 / CPU s per Mtok)", f"{1e6 / per_m:,.0f}", "-", "-"])
     return rows, facts
+
+
+def _cpu_rows(client: str, ref: Outcome | None, startup_cpu_s: float
+              ) -> tuple[list[list[str]], dict[str, Any]]:
+    """CPU per million tokens at one load level (the same for every client)."""
+    if ref is None or not ref.tokens:
+        return [], {}
+    cpu = max(ref.cpu_s - startup_cpu_s, 1e-9)
+    per_m = cpu / ref.tokens * 1e6
+    where = f"c{ref.level.concurrency} step {ref.level.step_rate_hz:g} Hz, {ref.ingest_tps or 0:,.0f} tok/s"
+    return ([[client, f"CPU s per Mtok ({where})", f"{per_m:.1f}", "-", "-"],
+             [client, "tokens/s per busy core (1e6 / CPU s per Mtok)", f"{1e6 / per_m:,.0f}", "-", "-"]],
+            {"cpu_s_per_mtok": per_m, "projected_tps_per_core": 1e6 / per_m,
+             "cpu_ref_step_rate_hz": ref.level.step_rate_hz})
 
 
 def _ms(v: float | None) -> str:
@@ -286,20 +291,30 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {"sched": sched, "load_before": load0, "clients": {}}
     rows: list[list[str]] = []
     facts: dict[str, dict[str, Any]] = {}
+    caps: dict[str, list[Outcome]] = {}
+    startup: dict[str, float] = {"decodescope": 0.0}  # its CPU is counted inside the worker
     for client in clients:
-        startup = 0.0
         if client == "aiperf":  # its process start-up and shut-down, subtracted from each run
-            startup = measure(client, Level(40, 1, 1, 16), ap).cpu_s
+            startup[client] = measure(client, Level(40, 1, 1, 16), ap).cpu_s
         acc = []
         for c, n in accuracy:
             acc.append(measure(client, Level(40, c, n, MAX_TOKENS, batch_slowdown=0.01), ap))
             _progress(acc[-1])
-        cap = sweep(client, ap, args.quick)
-        r, facts[client] = _rows(client, acc, cap, startup)
+        caps[client] = sweep(client, ap, args.quick)
+        r, facts[client] = _rows(client, acc, caps[client])
         rows += r
-        results["clients"][client] = {"startup_cpu_s": startup, "facts": facts[client],
+        results["clients"][client] = {"startup_cpu_s": startup[client],
                                       "accuracy": [asdict(o) for o in acc],
-                                      "capacity": [asdict(o) for o in cap]}
+                                      "capacity": [asdict(o) for o in caps[client]]}
+    # CPU per token at the highest load level every client ran (its last attempt there)
+    ref_hz = min(max(o.level.step_rate_hz for o in caps[c]) for c in clients)
+    for client in clients:
+        ref = next((o for o in reversed(caps[client]) if o.level.step_rate_hz == ref_hz), None)
+        r, more = _cpu_rows(client, ref, startup[client])
+        facts[client].update(more)
+        results["clients"][client]["facts"] = facts[client]
+        rows += r
+    rows.sort(key=lambda row: clients.index(row[0]))  # stable: each client's rows together
     if "aiperf" in facts:
         rows += _ratio_rows(facts["decodescope"], facts["aiperf"])
     print_table(rows)

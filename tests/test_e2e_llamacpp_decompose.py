@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -37,30 +38,47 @@ def ngram_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningEn
         yield eng
 
 
-@pytest.fixture(scope="module")
-def runs(ngram_engine: RunningEngine, tmp_path_factory: pytest.TempPathFactory
-         ) -> dict[str, dict[str, Any]]:
-    """One probe per demo caliber (2 trials each), through the CLI, with --log."""
-    store = tmp_path_factory.mktemp("store") / "runs.db"
-    out: dict[str, dict[str, Any]] = {}
-    for cal in ("demo-code-rewrite", "demo-varied-prose"):
-        rc = main(["probe", ngram_engine.url, "--caliber", cal, "--trials", "2",
-                   "--store", str(store), "--json", "--no-fingerprint",
-                   "--log", str(ngram_engine.log_path)])
-        assert rc == 0
-        out[cal] = {"store": store}
-    from decodescope.store import runs as sr
-    from decodescope.store.db import Store
+CALIBERS = ("demo-code-rewrite", "demo-varied-prose")
+TRIALS = 2
 
-    st = Store.open(str(store))
-    try:
-        for i, cal in enumerate(("demo-code-rewrite", "demo-varied-prose"), start=1):
-            run = sr.get_run(st, i)
-            assert run.caliber_ref == f"{cal}@1"
-            out[cal] = run.to_dict(with_traces=True)
-    finally:
-        st.close()
-    return out
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("store") / "runs.db"
+
+
+_RUNS: dict[str, dict[str, Any]] = {}
+
+
+def probe_run(engine: RunningEngine, store: Path, cal: str) -> dict[str, Any]:
+    """`decodescope probe` (CLI, --json, --log) once per caliber; the stored run with traces."""
+    if cal not in _RUNS:
+        rc = main(["probe", engine.url, "--caliber", cal, "--trials", str(TRIALS),
+                   "--store", str(store), "--json", "--no-fingerprint",
+                   "--log", str(engine.log_path)])
+        assert rc == 0
+        from decodescope.store import runs as sr
+        from decodescope.store.db import Store
+
+        st = Store.open(str(store))
+        try:
+            run = sr.get_run(st, sr.resolve_run_id(st, "last"))
+        finally:
+            st.close()
+        assert run.caliber_ref == f"{cal}@1"
+        _RUNS[cal] = run.to_dict(with_traces=True)
+    return _RUNS[cal]
+
+
+@pytest.fixture(params=CALIBERS)
+def run(request: pytest.FixtureRequest, ngram_engine: RunningEngine, store: Path
+        ) -> dict[str, Any]:
+    return probe_run(ngram_engine, store, request.param)
+
+
+@pytest.fixture
+def runs(ngram_engine: RunningEngine, store: Path) -> dict[str, dict[str, Any]]:
+    return {cal: probe_run(ngram_engine, store, cal) for cal in CALIBERS}
 
 
 def _deltas(run: dict[str, Any]) -> dict[str, float]:
@@ -76,36 +94,37 @@ def _deltas(run: dict[str, Any]) -> dict[str, float]:
 
 
 @needs_engine
-def test_mal_is_one_plus_accepted_over_drafts(runs: dict[str, dict[str, Any]]) -> None:
-    for run in runs.values():
-        d = _deltas(run)
-        eng = run["result"]["engine"]["prometheus"]
-        assert d["drafts"] > 0
-        assert eng["mal"] == pytest.approx(1 + d["accepted_tokens"] / d["drafts"], rel=1e-12)
-        assert eng["generation_tokens"] == d["generation_tokens"] == 2 * 384
-        assert run["result"]["decomposition"]["source"] == "prometheus"
-        assert all(w["source"] in ("prometheus", "log") for w in run["windows"])
-        assert all("trial" in w["flags"] for w in run["windows"] if w["source"] == "prometheus")
+@pytest.mark.timeout(900)  # the first test per caliber runs its probe (≈30 s on a quiet CPU)
+def test_mal_is_one_plus_accepted_over_drafts(run: dict[str, Any]) -> None:
+    d = _deltas(run)
+    eng = run["result"]["engine"]["prometheus"]
+    assert d["drafts"] > 0
+    assert eng["mal"] == pytest.approx(1 + d["accepted_tokens"] / d["drafts"], rel=1e-12)
+    assert eng["generation_tokens"] == d["generation_tokens"] == 2 * 384
+    assert run["result"]["decomposition"]["source"] == "prometheus"
+    assert all(w["source"] in ("prometheus", "log") for w in run["windows"])
+    assert all("trial" in w["flags"] for w in run["windows"] if w["source"] == "prometheus")
 
 
 @needs_engine
-def test_metrics_agree_with_per_request_timings(runs: dict[str, dict[str, Any]]) -> None:
-    for run in runs.values():
-        tm = [r["timings"] for t in run["trials"] for r in t["requests"]]
-        d = _deltas(run)
-        acc_timings = sum(x.get("draft_n_accepted", 0) for x in tm) / sum(x.get("draft_n", 0)
-                                                                          for x in tm)
-        assert acc_timings == pytest.approx(d["accepted_tokens"] / d["draft_tokens"], rel=1e-9)
-        eng = run["result"]["engine"]
-        assert eng["request"]["acceptance_rate"] == pytest.approx(
-            eng["prometheus"]["acceptance_rate"], rel=1e-9)
-        assert eng["request"]["decode_rate_per_request"] == pytest.approx(
-            eng["prometheus"]["decode_rate_per_request"], rel=0.01)
-        rec = run["result"]["reconciliation"]
-        assert rec["deciding"] == "engine" and rec["engine"] is not None
+@pytest.mark.timeout(900)
+def test_metrics_agree_with_per_request_timings(run: dict[str, Any]) -> None:
+    tm = [r["timings"] for t in run["trials"] for r in t["requests"]]
+    d = _deltas(run)
+    acc_timings = sum(x.get("draft_n_accepted", 0) for x in tm) / sum(x.get("draft_n", 0)
+                                                                      for x in tm)
+    assert acc_timings == pytest.approx(d["accepted_tokens"] / d["draft_tokens"], rel=1e-9)
+    eng = run["result"]["engine"]
+    assert eng["request"]["acceptance_rate"] == pytest.approx(
+        eng["prometheus"]["acceptance_rate"], rel=1e-9)
+    assert eng["request"]["decode_rate_per_request"] == pytest.approx(
+        eng["prometheus"]["decode_rate_per_request"], rel=0.01)
+    rec = run["result"]["reconciliation"]
+    assert rec["deciding"] == "engine" and rec["engine"] is not None
 
 
 @needs_engine
+@pytest.mark.timeout(900)
 def test_code_rewrite_has_higher_acceptance_than_varied_prose(
         runs: dict[str, dict[str, Any]]) -> None:
     code = runs["demo-code-rewrite"]["result"]["decomposition"]
@@ -124,8 +143,8 @@ def test_code_rewrite_has_higher_acceptance_than_varied_prose(
 
 
 @needs_engine
-def test_log_tail_attaches_log_windows(runs: dict[str, dict[str, Any]]) -> None:
-    for run in runs.values():
-        logs = [w for w in run["windows"] if w["source"] == "log"]
-        assert len(logs) == 2, run["result"]["findings"]  # one per request (llama.cpp)
-        assert all(w["generation_tokens"] == 384 for w in logs if w["generation_tokens"])
+@pytest.mark.timeout(900)
+def test_log_tail_attaches_log_windows(run: dict[str, Any]) -> None:
+    logs = [w for w in run["windows"] if w["source"] == "log"]
+    assert len(logs) == 2, run["result"]["findings"]  # one per request (llama.cpp)
+    assert all(w["generation_tokens"] == 384 for w in logs if w["generation_tokens"])

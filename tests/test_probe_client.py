@@ -1,12 +1,17 @@
 """The streaming client against scripted servers (httpx MockTransport) and a scripted clock."""
 
 import asyncio
+import contextlib
 import json
+import socket
+import threading
+import time
 
 import httpx
 import pytest
 
-from decodescope.probe.client import raise_for_trace, stream_request
+from decodescope.probe import h1
+from decodescope.probe.client import make_client, raise_for_trace, stream_request
 from decodescope.probe.metrics import compute
 from decodescope.probe.sse import SSEParser
 
@@ -152,12 +157,6 @@ def test_mid_stream_disconnect_keeps_received_chunks():
 
 
 # ---- the lean HTTP/1.1 path (make_client without a proxy, plain http) -------------------
-import socket  # noqa: E402
-import threading  # noqa: E402
-import time  # noqa: E402
-
-from decodescope.probe import h1  # noqa: E402
-from decodescope.probe.client import make_client  # noqa: E402
 
 
 class Scripted:
@@ -184,11 +183,8 @@ class Scripted:
             t.start()
 
     def _one(self, c, index):
-        with c:
-            try:
-                self.script(self, c, index)
-            except OSError:
-                pass
+        with c, contextlib.suppress(OSError):
+            self.script(self, c, index)
 
     def read_request(self, c):
         buf = b""
@@ -206,6 +202,8 @@ class Scripted:
         return head
 
     def close(self):
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept()
         self.sock.close()
         for t in self.threads:
             t.join(5)
