@@ -35,7 +35,21 @@ SUBCOMMANDS = [
 ]
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    """Imports a subcommand's module only when that command runs (start-up stays fast)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(SUBCOMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in SUBCOMMANDS:
+            return None
+        mod = importlib.import_module(f"decodescope.cli.{cmd_name}")
+        cmd: click.Command = mod.command
+        return cmd
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="decodescope")
 @click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
 @click.pass_context
@@ -47,20 +61,6 @@ def cli(ctx: click.Context, debug: bool) -> None:
     every run and gives a verdict with evidence.
     """
     ctx.obj = {"debug": debug}
-
-
-def _register() -> None:
-    for name in SUBCOMMANDS:
-        try:
-            mod = importlib.import_module(f"decodescope.cli.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"decodescope.cli.{name}":
-                continue  # command not built yet
-            raise
-        cli.add_command(mod.command)
-
-
-_register()
 
 
 def main(argv: list[str] | None = None) -> int:
