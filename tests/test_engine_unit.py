@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import socket
@@ -391,3 +392,11 @@ def test_cli_start_in_another_process_then_stop_here(
     assert result.was_running and result.signal == "SIGTERM" and result.pid == pid
     gone = not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     assert gone
+
+
+def test_running_engine_ends_its_child_even_if_the_record_is_damaged(tmp_path: Path) -> None:
+    inst = _fake_install(tmp_path)
+    with server.running_engine(EngineSettings(port=0), install=inst, state_dir=tmp_path) as eng:
+        state.write_record(tmp_path, dataclasses.replace(eng, cmdline=("something-else",)))
+    assert not psutil.pid_exists(eng.pid)
+    assert eng.pid not in process.CHILDREN

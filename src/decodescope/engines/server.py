@@ -221,6 +221,8 @@ def running_engine(
         yield engine
     finally:
         stop_engine(engine.port, state_dir=state_dir)
+        if engine.pid in process.CHILDREN:  # our own child, whatever its record says
+            process.terminate(engine.pid, STOP_GRACE_S)
 
 
 def _check_port_free(directory: Path, port: int) -> None:
