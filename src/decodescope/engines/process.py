@@ -82,7 +82,7 @@ def _wait_gone(pid: int, timeout_s: float) -> bool:
 
 
 def reap(pid: int) -> None:
-    child = CHILDREN.pop(pid, None)
-    if child is not None:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            child.wait(timeout=1.0)
+    """Collect an exited child of ours (a live one stays registered)."""
+    child = CHILDREN.get(pid)
+    if child is not None and child.poll() is not None:
+        del CHILDREN[pid]
