@@ -41,7 +41,8 @@ def _record(trace: RequestTrace) -> dict[str, Any]:
     }
 
 
-async def _run(url: str, body: dict[str, Any], concurrency: int, requests: int) -> list[RequestTrace]:
+async def _run(url: str, body: dict[str, Any], concurrency: int, requests: int,
+               path: str) -> list[RequestTrace]:
     gate = asyncio.Semaphore(concurrency)
 
     async def one(client: Any) -> RequestTrace:
@@ -49,6 +50,8 @@ async def _run(url: str, body: dict[str, Any], concurrency: int, requests: int) 
             return await cl.stream_request(client, url, "/v1/chat/completions", body)
 
     async with cl.make_client(max_connections=max(8, concurrency)) as client:
+        if path == "httpx":  # the path the probe used before probe/h1.py (and still for https)
+            client.h1 = None
         return list(await asyncio.gather(*[one(client) for _ in range(requests)]))
 
 
@@ -58,10 +61,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--body", required=True, help="request body as JSON")
     ap.add_argument("--concurrency", type=int, default=1)
     ap.add_argument("--requests", type=int, default=1)
+    ap.add_argument("--path", choices=["h1", "httpx"], default="h1")
     args = ap.parse_args(argv)
     body = json.loads(args.body)
     (u0, s0), t0 = _cpu_s(), time.perf_counter()
-    traces = asyncio.run(_run(args.url, body, args.concurrency, args.requests))
+    traces = asyncio.run(_run(args.url, body, args.concurrency, args.requests, args.path))
     (u1, s1), t1 = _cpu_s(), time.perf_counter()
     out = {"cpu_s": (u1 - u0) + (s1 - s0), "sys_s": s1 - s0, "wall_s": t1 - t0,
            "requests": [_record(t) for t in traces]}

@@ -40,8 +40,6 @@ CAPACITY_CONCURRENCY = 32
 CAPACITY_RUN_S = 3.0  # length of one capacity level, in real seconds
 STEP_RATES_HZ = (50, 100, 200, 300, 400, 500)  # offered step rates per stream, capacity sweep
 ACCURACY = ((1, 5), (16, 2), (64, 1))  # (concurrency, runs): 5, 32 and 64 requests
-OVERHEAD_STEP_HZ = 100  # CPU per token: two runs at this level, OVERHEAD_RUN_S apart in length
-OVERHEAD_RUN_S = (1.0, 5.0)
 CLIENT_TIMEOUT_S = 300.0  # a client run that takes longer is killed (and the bench stops)
 TARGETS = {  # metric -> (max allowed, label)
     "decode_err_c1": (0.005, "<= 0.5%"), "decode_err_c16": (0.01, "<= 1%"),
@@ -49,6 +47,7 @@ TARGETS = {  # metric -> (max allowed, label)
     "itl_err_c16": (0.01, "<= 1%"), "itl_err_c64": (0.01, "<= 1%"),
 }
 CAPACITY_RATIO_TARGET = 3.0  # decodescope's capacity per core vs AIPerf's
+HTTPX = "decodescope/httpx"  # the same client forced onto httpx (https, proxies; before h1.py)
 
 
 @dataclass
@@ -89,11 +88,11 @@ def body(max_tokens: int) -> dict[str, Any]:
             "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
 
 
-def run_decodescope(sim: C.Sim, lv: Level) -> tuple[list[dict[str, Any]], float]:
+def run_decodescope(sim: C.Sim, lv: Level, path: str) -> tuple[list[dict[str, Any]], float]:
     """One wave; CPU as the whole process used it (getrusage of the finished child)."""
     cmd = [sys.executable, str(Path(__file__).parent / "_ds_worker.py"),
            "--url", sim.url, "--body", json.dumps(body(lv.max_tokens)),
-           "--concurrency", str(lv.concurrency), "--requests", str(lv.concurrency)]
+           "--concurrency", str(lv.concurrency), "--requests", str(lv.concurrency), "--path", path]
     out, cpu = C.run_client(cmd, CLIENT_TIMEOUT_S)
     return json.loads(out)["requests"], cpu
 
@@ -113,8 +112,8 @@ def measure(client: str, lv: Level, ap: _aiperf.AIPerf | None) -> Outcome:
     cpu = 0.0
     with C.simulator(lv.sim_args()) as sim:
         for _ in range(lv.runs):
-            if client == "decodescope":
-                got, used = run_decodescope(sim, lv)
+            if client.startswith("decodescope"):
+                got, used = run_decodescope(sim, lv, "httpx" if client == HTTPX else "h1")
             else:
                 assert ap is not None
                 got, used = run_aiperf(ap, sim, lv)
@@ -211,23 +210,28 @@ def _rows(client: str, acc: list[Outcome], cap: list[Outcome]) -> tuple[list[lis
     return rows, facts
 
 
-def overhead(client: str, ap: _aiperf.AIPerf | None) -> dict[str, Any]:
-    """CPU per token without start-up costs: two runs at one level that differ only in
-    length; (CPU long - CPU short) / (tokens long - tokens short)."""
-    c, hz = CAPACITY_CONCURRENCY, OVERHEAD_STEP_HZ
-    short, long_ = (measure(client, Level(hz, c, int(hz * MAL_GUESS * t)), ap) for t in OVERHEAD_RUN_S)
-    d_tok = long_.tokens - short.tokens
-    per_m = (long_.cpu_s - short.cpu_s) / d_tok * 1e6 if d_tok > 0 else None
-    return {"cpu_s_per_mtok": per_m, "at_tps": long_.ingest_tps, "step_rate_hz": hz,
-            "concurrency": c, "runs": [asdict(short), asdict(long_)],
-            "projected_tps_per_core": 1e6 / per_m if per_m and per_m > 0 else None}
+def overhead(cap: list[Outcome]) -> dict[str, Any]:
+    """CPU per token without start-up costs: the slope of a least-squares line through
+    (tokens, CPU seconds) of the capacity runs (each run pays start-up once)."""
+    pts = [(float(o.tokens), o.cpu_s) for o in cap if o.tokens]
+    n = len(pts)
+    mx = sum(x for x, _ in pts) / n if n else 0.0
+    sxx = sum((x - mx) ** 2 for x, _ in pts)
+    if n < 2 or sxx == 0:
+        return {"cpu_s_per_mtok": None, "projected_tps_per_core": None, "levels": n}
+    my = sum(y for _, y in pts) / n
+    slope = sum((x - mx) * (y - my) for x, y in pts) / sxx
+    per_m = slope * 1e6
+    return {"cpu_s_per_mtok": per_m, "startup_cpu_s": my - slope * mx, "levels": n,
+            "projected_tps_per_core": 1e6 / per_m if per_m > 0 else None}
 
 
 def _cpu_rows(client: str, ov: dict[str, Any]) -> list[list[str]]:
     per_m, proj = ov.get("cpu_s_per_mtok"), ov.get("projected_tps_per_core")
-    where = f"c{ov['concurrency']} step {ov['step_rate_hz']:g} Hz, {ov['at_tps'] or 0:,.0f} tok/s"
-    return [[client, f"CPU s per Mtok, marginal ({where})", "-" if per_m is None else f"{per_m:.1f}", "-", "-"],
-            [client, "tokens/s per busy core (1e6 / CPU s per Mtok)", "-" if proj is None else f"{proj:,.0f}", "-", "-"]]
+    return [[client, f"CPU s per Mtok (slope over {ov['levels']} capacity runs)",
+             "-" if per_m is None else f"{per_m:.1f}", "-", "-"],
+            [client, "tokens/s per busy core (1e6 / CPU s per Mtok)",
+             "-" if proj is None else f"{proj:,.0f}", "-", "-"]]
 
 
 def _ms(v: float | None) -> str:
@@ -300,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# {platform.processor() or platform.machine()}, {C.cpus()} cores, python "
           f"{platform.python_version()}, scheduling: {sched}, load {load0[0]:.1f}; "
           f"AIPerf: {ap.version if ap else 'skipped'}", file=sys.stderr, flush=True)
-    clients = ["decodescope"] + (["aiperf"] if ap else [])
+    clients = ["decodescope", HTTPX] + (["aiperf"] if ap else [])
     accuracy = ACCURACY if not args.quick else ((1, 2), (16, 1), (64, 1))
     results: dict[str, Any] = {"sched": sched, "load_before": load0, "clients": {}}
     rows: list[list[str]] = []
@@ -312,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
             _progress(acc[-1])
         cap = sweep(client, ap, args.quick)
         r, facts[client] = _rows(client, acc, cap)
-        ov = overhead(client, ap)
+        ov = overhead(cap)
         facts[client].update({k: ov[k] for k in ("cpu_s_per_mtok", "projected_tps_per_core")})
         rows += r + _cpu_rows(client, ov)
         results["clients"][client] = {"facts": facts[client], "overhead": ov,

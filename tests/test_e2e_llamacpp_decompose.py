@@ -125,7 +125,7 @@ def test_metrics_agree_with_per_request_timings(run: dict[str, Any]) -> None:
 
 @needs_engine
 @pytest.mark.timeout(900)
-def test_code_rewrite_has_higher_acceptance_than_varied_prose(
+def test_code_rewrite_emits_more_tokens_per_step_than_varied_prose(
         runs: dict[str, dict[str, Any]]) -> None:
     code = runs["demo-code-rewrite"]["result"]["decomposition"]
     prose = runs["demo-varied-prose"]["result"]["decomposition"]
@@ -133,10 +133,13 @@ def test_code_rewrite_has_higher_acceptance_than_varied_prose(
                                                      "draft_coverage", "engine_decode_rate")}))
     print("prose", json.dumps({k: prose[k] for k in ("mal", "tokens_per_step", "step_rate",
                                                      "draft_coverage", "engine_decode_rate")}))
-    # Tokens per step (MAL over every step, drafted or not) is the content effect.
+    # N-gram drafts only where the text repeats: nearly every step of a code rewrite, a
+    # quarter or less of varied prose. Tokens per step (every step, drafted or not) carries
+    # the content effect; MAL (drafted steps only) is high for both — when prose repeats
+    # itself the draft is accepted too (measured 5.97 vs 6.02, docs/telemetry.md).
+    assert code["draft_coverage"] > 0.9 > 0.5 > prose["draft_coverage"]
     assert code["tokens_per_step"] > 1.8 * prose["tokens_per_step"]
-    assert code["mal"] > prose["mal"]
-    assert code["draft_coverage"] > prose["draft_coverage"]
+    assert code["mal"] > 4 and prose["mal"] > 1
     for res in (code, prose):  # decode rate = step rate × tokens per step
         assert res["step_rate"] * res["tokens_per_step"] == pytest.approx(
             res["engine_decode_rate"], rel=1e-9)

@@ -109,7 +109,9 @@ def select(windows: Iterable[EngineWindow], spans: Sequence[Span]) -> list[Engin
     if not spans:
         return ws
     timed = [w for w in ws if w.t_start_s is not None and w.t_end_s is not None]
-    picked: dict[int, EngineWindow] = {id(w): w for w in ws if w not in timed}
+    # Windows without clock times (llama.cpp log lines carry elapsed time only) belong.
+    picked: dict[int, EngineWindow] = {id(w): w for w in ws
+                                       if w.t_start_s is None or w.t_end_s is None}
     for s in spans:
         inside = [w for w in timed if _inside(w, s)]
         for w in inside or [w for w in timed if _belongs(w, s)]:

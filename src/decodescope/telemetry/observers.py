@@ -48,15 +48,17 @@ class PrometheusObserver:
         self._clock, self._wall = clock, wall
         self._scrapes: list[Scrape] = []
         self._lock = threading.Lock()
+        self._http_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._unavailable: str | None = None
         self._spans: dict[str, list[float]] = {}  # trial -> [start wall, end wall]
 
     def scrape(self, mark: str | None = None) -> Scrape:
-        t_s, t_wall = self._clock(), self._wall()
         try:
-            r = self._client.get(self.url)
+            with self._http_lock:  # the thread and a trial boundary may scrape at once
+                t_s, t_wall = self._clock(), self._wall()
+                r = self._client.get(self.url)
         except Exception as exc:  # never let a scrape take the probe down
             s = Scrape(t_s, t_wall, None, mark=mark, error=f"{type(exc).__name__}: {exc}")
         else:
