@@ -50,8 +50,8 @@ async def _run(url: str, body: dict[str, Any], concurrency: int, requests: int,
             return await cl.stream_request(client, url, "/v1/chat/completions", body)
 
     async with cl.make_client(max_connections=max(8, concurrency)) as client:
-        if path == "httpx":  # the path the probe used before probe/h1.py (and still for https)
-            client.h1 = None
+        if path == "httpx" and isinstance(client, cl.ProbeClient):
+            client.h1 = None  # the path the probe used before probe/h1.py (and still for https)
         return list(await asyncio.gather(*[one(client) for _ in range(requests)]))
 
 

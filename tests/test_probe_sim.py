@@ -149,9 +149,9 @@ def test_completed_trials_are_kept_when_the_server_dies(store):
 
 def test_mid_stream_close_keeps_partial_trace(store):
     cal = resolve("demo-code-rewrite")
-    with SimServer(SimConfig(time_scale=0.02, faults=FaultSpec.parse("drop_after=30"))).start_in_thread() as sim:
-        with pytest.raises(StreamClosedError):
-            run_probe(ProbeSettings(sim.url, cal, trials=2), store)
+    config = SimConfig(time_scale=0.02, faults=FaultSpec.parse("drop_after=30"))
+    with SimServer(config).start_in_thread() as sim, pytest.raises(StreamClosedError):
+        run_probe(ProbeSettings(sim.url, cal, trials=2), store)
     run = sr.get_run(store, sr.resolve_run_id(store, "last"))
     tr = run.trials[0].requests[0]
     assert run.status == "failed" and tr.error_kind == "StreamClosedError"

@@ -24,8 +24,8 @@ class Finding:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Finding:
-        return cls(**{k: d.get(k) for k in ("code", "cause", "remedy", "context")},
-                   severity=d.get("severity", "warning"))
+        return cls(code=str(d["code"]), cause=str(d["cause"]), remedy=d.get("remedy"),
+                   context=d.get("context"), severity=d.get("severity", "warning"))
 
     def one_line(self) -> str:
         text = self.cause

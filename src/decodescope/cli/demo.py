@@ -43,11 +43,13 @@ def say(msg: str, quiet: bool) -> None:
 def _server(use_sim: bool, port: int, quiet: bool) -> Iterator[tuple[str, str]]:
     """Yield (url, what) for the embedded engine, or the simulator as a loud fallback."""
     if not use_sim:
+        from decodescope.cli.engine import StepPrinter
         from decodescope.engines.install import ensure_installed
         from decodescope.engines.server import EngineSettings, running_engine
 
+        printer = StepPrinter()
         try:
-            inst = ensure_installed(progress=(None if quiet else _install_progress))
+            inst = ensure_installed(progress=(None if quiet else printer))
         except EngineError as exc:
             say("", quiet)
             say("!" * 78, quiet)
@@ -55,7 +57,9 @@ def _server(use_sim: bool, port: int, quiet: bool) -> Iterator[tuple[str, str]]:
             say("!! FALLING BACK TO THE SIMULATOR: the numbers below are SIMULATED, not real.", quiet)
             say("!" * 78, quiet)
             use_sim = True
-        else:
+        finally:
+            printer.close()
+        if not use_sim:
             settings = EngineSettings(port=port, spec="ngram")
             say(f"starting llama-server ({inst.engine_version or 'llama.cpp'}) with n-gram "
                 "speculative decoding ...", quiet)
@@ -66,11 +70,6 @@ def _server(use_sim: bool, port: int, quiet: bool) -> Iterator[tuple[str, str]]:
 
     with SimServer(SimConfig(time_scale=1.0)).start_in_thread() as sim:
         yield sim.url, f"SIMULATOR at {sim.url} (simulated numbers)"
-
-
-def _install_progress(step: str, detail: str, percent: float | None = None) -> None:
-    pct = f" {percent:3.0f}%" if percent is not None else ""
-    click.echo(f"  install: {step}{pct} {detail}", err=True)
 
 
 @click.command("demo")

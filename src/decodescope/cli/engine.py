@@ -50,7 +50,7 @@ def install_cmd(force: bool, from_build: Path | None, jobs: int | None, as_json:
 
     Cache: platformdirs user cache dir, env DECODESCOPE_CACHE. First run: 10 min or more on 2 cores.
     """
-    printer = _StepPrinter()
+    printer = StepPrinter()
     result = ensure_installed(printer, force=force, from_build=from_build, jobs=jobs)
     printer.close()
     emit(result, as_json, _render_install)
@@ -113,7 +113,7 @@ def status_cmd(as_json: bool) -> None:
     emit({"engines": engines}, as_json, _render_status)
 
 
-class _StepPrinter:
+class StepPrinter:
     """Install progress on stderr: one line per step, build percent in 10% steps (or a bar)."""
 
     def __init__(self) -> None:

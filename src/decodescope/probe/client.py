@@ -35,6 +35,8 @@ from decodescope.probe.sse import SSEParser
 from decodescope.probe.trace import Chunk, RequestTrace
 
 Clock = Callable[[], float]
+_Row = tuple[float, str, str, int | None, str | None]  # a Chunk's fields, in order
+_decode_json = json.JSONDecoder().decode  # json.loads minus its per-call checks (hot path)
 CONNECT_TIMEOUT_S = 10.0
 # No byte for this long mid-stream counts as a stalled server (long prefills of 64K prompts
 # on a busy server can take minutes before the first byte).
@@ -95,7 +97,7 @@ async def stream_request(
     url = base_url.rstrip("/") + path
     t_send = clock()
     rec = _Recorder(url, body.get("model"), on_chunk)
-    state, chunks = rec.state, rec.chunks
+    state, chunks = rec.state, rec.rows
     h1 = getattr(client, "h1", None)
     try:
         if isinstance(h1, H1Pool) and h1.accepts(url):
@@ -152,7 +154,11 @@ class _Recorder:
         self.model = model
         self.on_chunk = on_chunk
         self.state = _StreamState()
-        self.chunks: list[Chunk] = []
+        # Chunks as plain tuples while streaming: CPython stops tracking a tuple of atomic
+        # values after one young-generation pass, so thousands of them do not lengthen full
+        # GC pauses (a 20-30 ms pause mid-stream would delay reads); Chunk objects are built
+        # once, in trace().
+        self.rows: list[_Row] = []
         self.parser = SSEParser()
         self.t_headers: float | None = None
         self.status: int | None = None
@@ -171,15 +177,20 @@ class _Recorder:
         if not self.sse:
             self._body.append(block)
             return
-        for data in self.parser.feed(block):
-            self.event(data, t)
+        on_event, rows, on_chunk = self.state.on_event, self.rows, self.on_chunk
+        for data in self.parser.feed(block):  # self.event, inlined: this runs for every chunk
+            row = on_event(data, t, self.url)
+            if row is not None:
+                rows.append(row)
+                if on_chunk is not None:
+                    on_chunk(Chunk(*row))
 
     def event(self, data: str, t: float) -> None:
-        chunk = self.state.on_event(data, t, self.url)
-        if chunk is not None:
-            self.chunks.append(chunk)
+        row = self.state.on_event(data, t, self.url)
+        if row is not None:
+            self.rows.append(row)
             if self.on_chunk is not None:
-                self.on_chunk(chunk)
+                self.on_chunk(Chunk(*row))
 
     def on_end(self, t: float) -> None:
         if self.sse:
@@ -230,13 +241,15 @@ class _StreamState:
         self.last_completion_tokens = 0
         self.request_id: str | None = None
 
-    def on_event(self, data: str, t: float, url: str) -> Chunk | None:
-        if data.strip() == "[DONE]":
-            self.done = True
-            return None
+    def on_event(self, data: str, t: float, url: str) -> _Row | None:
+        """The chunk an event carries, as (t_recv_s, content, reasoning, tokens,
+        finish_reason): Chunk's fields in order."""
         try:
-            obj = json.loads(data)
+            obj = _decode_json(data)
         except ValueError:
+            if data.strip() == "[DONE]":
+                self.done = True
+                return None
             raise MalformedSSEError(f"SSE data is not JSON: {data[:80]!r}", where=url,
                                     remedy="The server or a proxy corrupts the stream; probe the server directly") from None
         if not isinstance(obj, dict):
@@ -273,17 +286,16 @@ class _StreamState:
                 self.finish_reason = finish
         elif choices is None and usage is None and "timings" not in obj:
             raise MalformedSSEError(f"SSE event is not a completion chunk: {data[:80]!r}", where=url)
-        return Chunk(t_recv_s=t, content=content, reasoning=reasoning, tokens=tokens,
-                     finish_reason=finish)
+        return (t, content, reasoning, tokens, finish)
 
-    def trace(self, t_send: float, t_headers: float | None, chunks: list[Chunk],
+    def trace(self, t_send: float, t_headers: float | None, chunks: list[_Row],
               status: int | None, t_done: float, error: Exception | None) -> RequestTrace:
         usage = self.usage or {}
         details = usage.get("completion_tokens_details") or {}
         return RequestTrace(
             t_send_s=t_send,
             t_headers_s=t_headers,
-            chunks=tuple(chunks),
+            chunks=tuple(Chunk(*row) for row in chunks),
             status_code=status,
             prompt_tokens=usage.get("prompt_tokens"),
             completion_tokens=usage.get("completion_tokens"),
