@@ -8,7 +8,9 @@ side by side with AIPerf, against the simulator's ground truth. Prints one table
 2. Capacity: offered load (step rate x concurrency) goes up until the client's p99 timestamp
    lag (receipt - true emit, both CLOCK_MONOTONIC) exceeds 2 ms; the capacity is the highest
    token rate ingested within it, on one core.
-3. Overhead: client CPU seconds per million tokens.
+3. Overhead: client CPU seconds per million tokens (client and child processes, user + system),
+   the slope of CPU over tokens across the capacity runs, so start-up costs drop out.
+`decodescope/httpx` is the same client forced onto its httpx path (https, proxies).
 
 The simulator runs in its own process on core 1 and the client on core 0 (taskset); by default
 both run SCHED_FIFO (as root), so other work on a shared machine cannot preempt them;

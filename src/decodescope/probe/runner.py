@@ -5,6 +5,7 @@ interrupted."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -93,6 +94,10 @@ def run_probe(settings: ProbeSettings, store: Store, *, observers: list[Observer
     status = "running"
     for ob in observers:
         ob.start()
+    # Move what exists now out of the collector's reach: full collections during a trial cost
+    # ~13 ms pauses that show up as receipt-time outliers (docs/performance.md).
+    gc.collect()
+    gc.freeze()
     try:
         asyncio.run(_trials(settings, store, run_id, model, prompt, observers, progress, findings))
         status = "complete"
@@ -103,6 +108,7 @@ def run_probe(settings: ProbeSettings, store: Store, *, observers: list[Observer
         status = "failed"
         raise
     finally:
+        gc.unfreeze()
         _finish(store, run_id, status, observers, findings)
     run = store_runs.get_run(store, run_id)
     return ProbeOutcome(run_id, status, info, model, prompt, run.result or {}, findings)
