@@ -12,7 +12,7 @@ engines started by decodescope, then asks `triage` for the verdict:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -43,23 +43,53 @@ def _probe(url: str, store: str, caliber: str, label: str, trials: int = TRIALS)
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """All scenario runs, probed once for the module (engines started and stopped here)."""
-    root = tmp_path_factory.mktemp("e2e-triage")
-    path, state = str(root / "runs.sqlite"), root / "engine-state"
-    scenarios: list[tuple[EngineSettings, list[tuple[str, str, int]]]] = [
-        (EngineSettings(port=0, threads=2, spec="ngram"),
-         [(CODE, "t2", TRIALS), (CODE, "t2-again", TRIALS), (PROSE, "prose", 2)]),
-        (EngineSettings(port=0, threads=1, spec="ngram"), [(CODE, "t1", TRIALS)]),
-        (EngineSettings(port=0, threads=2, spec="synth", spec_synth_len=3), [(CODE, "synth3", TRIALS)]),
-        (EngineSettings(port=0, threads=2, spec="synth", spec_synth_len=2), [(CODE, "synth2", TRIALS)]),
-    ]
-    if INSTALL is not None:
-        for settings, probes in scenarios:
-            with server.running_engine(settings, install=_install(), state_dir=state) as eng:
-                for caliber, label, trials in probes:
-                    _probe(eng.url, path, caliber, label, trials)
-    yield path
+def store(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return str(tmp_path_factory.mktemp("e2e-triage") / "runs.sqlite")
+
+
+@pytest.fixture(scope="module")
+def state_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("e2e-triage-engines")
+
+
+def _scenario(store: str, state: Path, settings: EngineSettings,
+              probes: list[tuple[str, str, int]]) -> None:
+    """Start one engine, run its probes into the shared store, stop it."""
+    with server.running_engine(settings, install=_install(), state_dir=state) as eng:
+        for caliber, label, trials in probes:
+            _probe(eng.url, store, caliber, label, trials)
+
+
+# One engine per fixture, so each test starts only the engines it needs (and a test's
+# timeout covers its own probes only). Module scope: the t2 runs serve three tests.
+@pytest.fixture(scope="module")
+def ngram_t2(store: str, state_dir: Path) -> str:
+    _scenario(store, state_dir, EngineSettings(port=0, threads=2, spec="ngram"),
+              [(CODE, "t2", TRIALS), (CODE, "t2-again", TRIALS)])
+    return store
+
+
+@pytest.fixture(scope="module")
+def ngram_t1(ngram_t2: str, state_dir: Path) -> str:
+    _scenario(ngram_t2, state_dir, EngineSettings(port=0, threads=1, spec="ngram"),
+              [(CODE, "t1", TRIALS)])
+    return ngram_t2
+
+
+@pytest.fixture(scope="module")
+def prose(ngram_t2: str, state_dir: Path) -> str:
+    _scenario(ngram_t2, state_dir, EngineSettings(port=0, threads=2, spec="ngram"),
+              [(PROSE, "prose", 2)])
+    return ngram_t2
+
+
+@pytest.fixture(scope="module")
+def synth(store: str, state_dir: Path) -> str:
+    for length in (3, 2):
+        _scenario(store, state_dir,
+                  EngineSettings(port=0, threads=2, spec="synth", spec_synth_len=length),
+                  [(CODE, f"synth{length}", TRIALS)])
+    return store
 
 
 def _triage(store: str, current: str, baseline: str, capsys: pytest.CaptureFixture[str]
@@ -75,8 +105,8 @@ def _rows(out: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 @needs_engine
-def test_one_thread_is_a_step_rate_regression_with_the_cmdline_diff(store, capsys):
-    code, out = _triage(store, "t1", "t2", capsys)
+def test_one_thread_is_a_step_rate_regression_with_the_cmdline_diff(ngram_t1, capsys):
+    code, out = _triage(ngram_t1, "t1", "t2", capsys)
     assert out["label"] == "REGRESSION (step rate)", out["headline"]
     assert code == 1
     assert out["decode_source"] == "engine"
@@ -86,8 +116,8 @@ def test_one_thread_is_a_step_rate_regression_with_the_cmdline_diff(store, capsy
 
 
 @needs_engine
-def test_shorter_synthetic_acceptance_is_an_acceptance_regression(store, capsys):
-    code, out = _triage(store, "synth2", "synth3", capsys)
+def test_shorter_synthetic_acceptance_is_an_acceptance_regression(synth, capsys):
+    code, out = _triage(synth, "synth2", "synth3", capsys)
     assert out["label"] == "REGRESSION (acceptance)", out["headline"]
     assert code == 1
     assert out["changes"]["mal"]["status"] == "down"
@@ -95,8 +125,8 @@ def test_shorter_synthetic_acceptance_is_an_acceptance_regression(store, capsys)
 
 
 @needs_engine
-def test_code_rewrite_vs_varied_prose_is_a_caliber_mismatch(store, capsys):
-    code, out = _triage(store, "prose", "t2", capsys)
+def test_code_rewrite_vs_varied_prose_is_a_caliber_mismatch(prose, capsys):
+    code, out = _triage(prose, "prose", "t2", capsys)
     assert out["verdict"] == "CALIBER_MISMATCH", out["headline"]
     assert code == 3
     differ = {r["element"] for r in out["caliber"]["rows"] if not r["same"]}
@@ -107,8 +137,8 @@ def test_code_rewrite_vs_varied_prose_is_a_caliber_mismatch(store, capsys):
 
 
 @needs_engine
-def test_the_same_probe_twice_is_no_change(store, capsys):
-    code, out = _triage(store, "t2-again", "t2", capsys)
+def test_the_same_probe_twice_is_no_change(ngram_t2, capsys):
+    code, out = _triage(ngram_t2, "t2-again", "t2", capsys)
     assert out["verdict"] == "NO_CHANGE", out["headline"]
     assert code == 0
     assert "not significant" in out["headline"] or "minimum effect" in out["headline"]
