@@ -17,6 +17,7 @@ from typing import Any
 import click
 import platformdirs
 
+from decodescope.analysis.summary import Summary
 from decodescope.caliber.load import resolve
 from decodescope.cli.common import emit, json_option, store_option
 from decodescope.cli.probe_setup import build_observers, collect_fp
@@ -138,27 +139,30 @@ def command(trials: int, port: int, use_sim: bool, report_path: str | None,
 
 
 def _numbers(run: sr.StoredRun) -> dict[str, Any]:
+    """Per-trial medians: the values triage works on (the trial is the unit of statistics)."""
     res = run.result or {}
-    eng: dict[str, Any] = {}
-    for src in ("prometheus", "request", "log"):
-        if (res.get("engine") or {}).get(src):
-            eng = res["engine"][src]
-            break
-    client = ((res.get("client") or {}).get("decode_rate") or {}).get("median")
+    trials = [t for t in res.get("trials") or [] if t.get("status") == "ok"]
+
+    def med(key: str) -> float | None:
+        s = Summary.of(t.get(key) for t in trials)
+        return s.median if s else None
+
     return {"run": run.id, "caliber": run.caliber_ref, "step": run.labels.get("step"),
-            "client_decode": client, "engine_decode": eng.get("decode_rate_per_request"),
-            "mal": eng.get("mal"), "step_rate": eng.get("step_rate"),
-            "simulated": run.simulated}
+            "client_decode": med("decode_rate"), "engine_decode": med("engine_decode_rate"),
+            "mal": med("engine_mal"), "tokens_per_step": med("engine_tokens_per_step"),
+            "step_rate": med("engine_step_rate"), "simulated": run.simulated}
 
 
 def _side_by_side(rows: list[dict[str, Any]]) -> str:
     def f(v: Any, fmt: str = "{:.1f}") -> str:
         return "—" if v is None else fmt.format(v)
 
-    lines = [f"{'run':>4}  {'caliber':<22} {'client tok/s':>12} {'engine tok/s':>12} {'MAL':>5} {'steps/s':>8}"]
+    lines = [f"{'run':>4}  {'caliber':<22} {'client tok/s':>12} {'engine tok/s':>12} {'MAL':>5} "
+             f"{'tok/step':>8} {'steps/s':>8}   (per-trial medians)"]
     for r in rows:
         lines.append(f"{r['run']:>4}  {r['caliber']:<22} {f(r['client_decode']):>12} "
-                     f"{f(r['engine_decode']):>12} {f(r['mal'], '{:.2f}'):>5} {f(r['step_rate']):>8}"
+                     f"{f(r['engine_decode']):>12} {f(r['mal'], '{:.2f}'):>5} "
+                     f"{f(r['tokens_per_step'], '{:.2f}'):>8} {f(r['step_rate']):>8}"
                      + ("  [SIMULATED]" if r["simulated"] else ""))
     return "\n".join(lines)
 
