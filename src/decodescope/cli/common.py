@@ -54,5 +54,30 @@ def warn(finding: Finding) -> None:
     click.echo(f"{tag}: {finding.one_line()}", err=True)
 
 
+def run_click(command: click.Command, argv: list[str] | None, prog_name: str, *,
+              debug: bool = False) -> int:
+    """Run a click command; DecodescopeError becomes one stderr line and its exit code (a
+    traceback only with debug). A command's int return value is the exit code."""
+    from decodescope.errors import DecodescopeError
+    from decodescope.exitcodes import ExitCode
+
+    try:
+        rv = command.main(args=argv, prog_name=prog_name, standalone_mode=False)
+    except DecodescopeError as exc:
+        if debug:
+            raise
+        click.echo(f"error: {exc.one_line()}", err=True)
+        return int(exc.exit_code)
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        click.echo("interrupted", err=True)
+        return int(ExitCode.INTERRUPTED)
+    except click.ClickException as exc:
+        exc.show()
+        return int(ExitCode.USAGE)
+    except click.exceptions.Exit as exc:
+        return int(exc.exit_code)
+    return int(rv) if isinstance(rv, int) else 0
+
+
 def stderr(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)

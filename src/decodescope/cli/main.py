@@ -13,8 +13,7 @@ import sys
 import click
 
 from decodescope import __version__
-from decodescope.errors import DecodescopeError
-from decodescope.exitcodes import ExitCode
+from decodescope.cli.common import run_click
 
 # Module name under decodescope.cli -> exposes `command`.
 SUBCOMMANDS = [
@@ -65,26 +64,8 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
-    try:
-        rv = cli.main(args=argv, prog_name="decodescope", standalone_mode=False)
-    except DecodescopeError as exc:
-        if debug:
-            raise
-        click.echo(f"error: {exc.one_line()}", err=True)
-        return int(exc.exit_code)
-    except click.exceptions.Abort:
-        click.echo("interrupted", err=True)
-        return int(ExitCode.INTERRUPTED)
-    except KeyboardInterrupt:
-        click.echo("interrupted", err=True)
-        return int(ExitCode.INTERRUPTED)
-    except click.ClickException as exc:
-        exc.show()
-        return int(ExitCode.USAGE)
-    except click.exceptions.Exit as exc:
-        return int(exc.exit_code)
     # Commands that report a verdict return its exit code (an int); others return None.
-    return int(rv) if isinstance(rv, int) else 0
+    return run_click(cli, argv, "decodescope", debug=debug)
 
 
 if __name__ == "__main__":
