@@ -24,8 +24,8 @@ CLIENT_ONLY = ["--no-fingerprint", "--no-scrape"]
 
 
 @contextmanager
-def sim(**kw: object) -> Iterator[str]:
-    handle = SimServer(SimConfig(time_scale=0.1, seed=3, **kw)).start_in_thread()  # type: ignore[arg-type]
+def sim(time_scale: float = 0.1, **kw: object) -> Iterator[str]:
+    handle = SimServer(SimConfig(time_scale=time_scale, seed=3, **kw)).start_in_thread()  # type: ignore[arg-type]
     try:
         yield handle.url
     finally:
@@ -60,7 +60,7 @@ def test_check_of_an_unknown_baseline_is_a_usage_error(tmp_path, capsys):
 
 def test_sweep_prints_the_caliber_matrix(tmp_path, capsys):
     store = str(tmp_path / "runs.sqlite")
-    with sim() as url:
+    with sim(time_scale=0.25) as url:  # ~0.5 s trials: engine windows cut at trial edges matter less
         code = main(["sweep", url, "--calibers", "demo-code-rewrite,demo-varied-prose",
                      "--trials", "2", "--store", store, *FAST, "--json"])
     out = json.loads(capsys.readouterr().out)

@@ -29,6 +29,10 @@ needs_engine = pytest.mark.skipif(
     INSTALL is None, reason="embedded engine not installed: run `decodescope engine install`")
 CODE, PROSE = "demo-code-rewrite", "demo-varied-prose"
 TRIALS = 3
+# The same probe twice must read NO_CHANGE: 5 trials per side keep the 95 % interval inside
+# ±10 % up to a 6.5 % trial-to-trial spread (3 trials: 4.2 %, which a busy 2-core machine
+# exceeds — measured: one slow trial gave +5.9 %, CI −7.0 % … +20.6 %, INCONCLUSIVE).
+SAME_TRIALS = 5
 
 
 def _install() -> EngineInstall:
@@ -53,15 +57,18 @@ def state_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _scenario(store: str, state: Path, settings: EngineSettings,
-              probes: list[tuple[str, str, int]]) -> None:
+              probes: list[tuple[str, str, int]], warmup: bool = True) -> None:
     """Start one engine, run its probes into the shared store, stop it.
 
     A one-trial warm-up probe goes first: the first request after a start pays the full
     prefill and, with n-gram speculation, accepts differently from the requests after it
     (measured: MAL 6.57 on the first trial, 5.97 on every later one, same greedy prompt).
+    Synthetic acceptance does not depend on content: no warm-up there (first trial MAL 3.16,
+    like the others).
     """
     with server.running_engine(settings, install=_install(), state_dir=state) as eng:
-        _probe(eng.url, store, probes[0][0], f"warmup-{probes[0][1]}", 1)
+        if warmup:
+            _probe(eng.url, store, probes[0][0], f"warmup-{probes[0][1]}", 1)
         for caliber, label, trials in probes:
             _probe(eng.url, store, caliber, label, trials)
 
@@ -71,7 +78,7 @@ def _scenario(store: str, state: Path, settings: EngineSettings,
 @pytest.fixture(scope="module")
 def ngram_t2(store: str, state_dir: Path) -> str:
     _scenario(store, state_dir, EngineSettings(port=0, threads=2, spec="ngram"),
-              [(CODE, "t2", TRIALS), (CODE, "t2-again", TRIALS)])
+              [(CODE, "t2", SAME_TRIALS), (CODE, "t2-again", SAME_TRIALS)])
     return store
 
 
@@ -94,7 +101,7 @@ def synth(store: str, state_dir: Path) -> str:
     for length in (3, 2):
         _scenario(store, state_dir,
                   EngineSettings(port=0, threads=2, spec="synth", spec_synth_len=length),
-                  [(CODE, f"synth{length}", TRIALS)])
+                  [(CODE, f"synth{length}", TRIALS)], warmup=False)
     return store
 
 

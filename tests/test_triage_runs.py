@@ -186,3 +186,24 @@ def test_pure_triage_of_resolved_sides(store):
     d = v.to_dict()
     assert d["baseline"]["name"] == f"run {a}" and d["current"]["run_ids"] == [b]
     json.dumps(d)  # JSON-able as it is
+
+
+def _ngram_trial(step: float, mal: float, tps: float) -> dict:
+    return {"status": "ok", "decode_rate": step * tps, "engine_decode_rate": step * tps,
+            "engine_mal": mal, "engine_step_rate": step, "engine_tokens_per_step": tps}
+
+
+def test_fewer_drafted_steps_is_an_acceptance_regression_named_tokens_per_step(store, capsys):
+    # n-gram speculation: MAL (drafted steps only) unchanged, but fewer steps find a draft
+    base = store_run(store, CAL, [_ngram_trial(28.0 + d, 6.0, 2.3) for d in (0, 0.3, -0.3)])
+    cur = store_run(store, CAL, [_ngram_trial(28.0 + d, 6.0, 1.7) for d in (0, 0.3, -0.3)])
+    code, out = _json(store, cur, base, capsys)
+    assert code == 1 and out["label"] == "REGRESSION (acceptance)"
+    assert "tokens per step down 26.1%" in out["headline"] and "MAL 6.00 → 6.00" in out["headline"]
+    assert out["decomposition"]["acceptance_metric"] == "tokens per step"
+    assert out["decomposition"]["share_mal"] > 0.95
+    rows = {r["check"]: r for r in out["evidence"]}
+    assert rows["tokens per step changed?"]["status"] == "changed"
+    assert rows["MAL changed?"]["status"] == "same"
+    _triage(store, cur, base)
+    assert "tokens per step" in capsys.readouterr().out

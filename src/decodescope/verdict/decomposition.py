@@ -31,6 +31,7 @@ class Decomposition:
     share_step: float | None
     residual: float | None  # 1 − share_mal − share_step
     basis: str  # "per-unit geometric means" | "pooled engine counts"
+    acceptance_metric: str = "MAL"  # "tokens per step" when both sides have it (exact identity)
 
     @property
     def split_known(self) -> bool:
@@ -42,7 +43,8 @@ class Decomposition:
         if self.share_mal is None or self.share_step is None:
             return (f"no delta to split (ln D₂/D₁ = {self.log_decode:+.3f}); "
                     f"ln M₂/M₁ = {self.log_mal:+.3f}, ln S₂/S₁ = {self.log_step:+.3f}")
-        return (f"MAL carries {share(self.share_mal)} of the log-delta, step rate "
+        name = "MAL" if self.acceptance_metric == "MAL" else f"MAL ({self.acceptance_metric})"
+        return (f"{name} carries {share(self.share_mal)} of the log-delta, step rate "
                 f"{share(self.share_step)}"
                 + (f", unexplained {share(self.residual)}" if self.residual is not None
                    and abs(self.residual) >= 0.05 else ""))
@@ -58,7 +60,11 @@ def share(x: float) -> str:
 
 
 def decompose(b: Side, c: Side, changes: dict[str, Change]) -> Decomposition | None:
-    d, m, s = changes["decode"], changes["mal"], changes["step_rate"]
+    d, s = changes["decode"], changes["step_rate"]
+    tps = changes.get("tokens_per_step")
+    use_tps = tps is not None and tps.baseline is not None and tps.current is not None
+    m = tps if (use_tps and tps is not None) else changes["mal"]
+    metric = "tokens per step" if use_tps else "MAL"
     if d.baseline is None or d.current is None:
         return None
     log_d = math.log(d.current / d.baseline)
@@ -74,7 +80,7 @@ def decompose(b: Side, c: Side, changes: dict[str, Change]) -> Decomposition | N
         share_m, share_s = log_m / log_d, log_s / log_d
         residual = 1.0 - share_m - share_s
     return Decomposition(d.baseline, d.current, log_d, log_s, log_m, share_m, share_s, residual,
-                         basis)
+                         basis, metric)
 
 
 def _log(a: float | None, b: float | None) -> float | None:

@@ -7,7 +7,7 @@ from typing import Any
 from decodescope.evidence import EvidenceRow
 from decodescope.verdict import thresholds as th
 from decodescope.verdict.bands import describe
-from decodescope.verdict.model import Context, changed_word
+from decodescope.verdict.model import Context, changed_word, coverage_differs
 from decodescope.verdict.side import Side
 from decodescope.verdict.stats import Change
 
@@ -42,6 +42,13 @@ def evidence_rows(ctx: Context) -> list[EvidenceRow]:
     rows.append(EvidenceRow(f"decode rate changed? ({ctx.decode_source})", changed_word(d),
                             _status(d)))  # type: ignore[arg-type]
     rows.append(EvidenceRow("MAL changed?", changed_word(m), _status(m)))  # type: ignore[arg-type]
+    tps = ctx.changes.get("tokens_per_step")
+    if tps is not None and coverage_differs(b, c):
+        rows.append(EvidenceRow(
+            "tokens per step changed?", changed_word(tps), _status(tps),  # type: ignore[arg-type]
+            f"{_g2(b.median('tokens_per_step'))} → {_g2(c.median('tokens_per_step'))}: steps "
+            "without a draft (n-gram found no match) emit one token outside MAL; decode rate = "
+            "step rate × tokens per step"))
     rows.append(EvidenceRow("step rate changed?", changed_word(s), _status(s)))  # type: ignore[arg-type]
     dec = ctx.decomposition
     if dec is not None:
@@ -88,6 +95,10 @@ def _foreign(b: Side, c: Side) -> EvidenceRow:
         return EvidenceRow("foreign load", "not applicable to log windows (no probe); see running "
                            "requests", "unknown")
     return EvidenceRow("foreign load", "none seen", "same")
+
+
+def _g2(v: float | None) -> str:
+    return "—" if v is None else f"{v:.2f}"
 
 
 def _g(v: float | None) -> str:

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from decodescope.verdict import thresholds as th
 from decodescope.verdict.bands import Band
 from decodescope.verdict.decomposition import Decomposition
 from decodescope.verdict.side import Side
@@ -51,6 +52,23 @@ class Context:
     min_effect: float
     trials_needed: int | None
     band_table: Sequence[Band]
+
+
+def acceptance(ch: dict[str, Change]) -> Change:
+    """The acceptance factor of the identity: tokens per step when both sides have it (exact:
+    n-gram steps without a draft count), else MAL."""
+    tps = ch.get("tokens_per_step")
+    return tps if tps is not None and tps.status != "no_data" else ch["mal"]
+
+
+def coverage_differs(b: Side, c: Side) -> bool:
+    """True when, on either side, tokens per step sits clearly below MAL (steps without a
+    draft): then both are named, since MAL alone would overstate the acceptance factor."""
+    for side in (b, c):
+        tps, mal = side.median("tokens_per_step"), side.median("mal")
+        if tps is not None and mal and tps / mal < th.FULL_DRAFT_COVERAGE:
+            return True
+    return False
 
 
 def changed_word(x: Change) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from decodescope.evidence import render_rows
 from decodescope.verdict.bands import describe
+from decodescope.verdict.model import coverage_differs
 from decodescope.verdict.side import Side
 from decodescope.verdict.triage import Verdict
 
@@ -53,8 +54,11 @@ def side_rows(v: Verdict) -> list[tuple[str, str, str]]:
                      decode_cell(c, "engine_decode_rate")))
     if b.values("decode_rate") or c.values("decode_rate"):
         rows.append(("decode (client)", decode_cell(b, "decode_rate"), decode_cell(c, "decode_rate")))
+    rows.append(("MAL", mal_cell(b), mal_cell(c)))
+    if coverage_differs(b, c):
+        rows.append(("tokens per step", _f(b.median("tokens_per_step"), "{:.2f}"),
+                     _f(c.median("tokens_per_step"), "{:.2f}")))
     rows += [
-        ("MAL", mal_cell(b), mal_cell(c)),
         ("step rate", _f(b.median("step_rate"), "{:.1f} /s"), _f(c.median("step_rate"), "{:.1f} /s")),
     ]
     if b.median("running") is not None or c.median("running") is not None:

@@ -19,7 +19,7 @@ from decodescope.telemetry.window import EngineWindow
 from decodescope.verdict import thresholds as th
 
 SideKind = Literal["run", "log"]
-METRICS = ("decode_rate", "engine_decode_rate", "mal", "step_rate", "running")
+METRICS = ("decode_rate", "engine_decode_rate", "mal", "tokens_per_step", "step_rate", "running")
 ENGINE_SOURCES = ("prometheus", "log", "request")  # pooled engine numbers, best first
 
 
@@ -31,7 +31,11 @@ class Unit:
     decode_rate: float | None = None  # client, tok/s of one request (steady state)
     engine_decode_rate: float | None = None  # engine, tok/s per running request
     mal: float | None = None
-    step_rate: float | None = None  # verification steps / s / running request
+    # Tokens per decode step: MAL when every step drafts (MTP, EAGLE); lower with n-gram
+    # speculation, whose steps without a match emit one token outside MAL. The exact identity
+    # is decode rate = step rate × tokens per step.
+    tokens_per_step: float | None = None
+    step_rate: float | None = None  # decode steps / s / running request
     running: float | None = None
 
     def get(self, metric: str) -> float | None:
@@ -70,7 +74,7 @@ class Side:
         vs = self.values(metric)
         if vs:
             return statistics.median(vs)
-        if self.pooled and metric in ("mal", "step_rate"):
+        if self.pooled and metric in ("mal", "step_rate", "tokens_per_step"):
             v = self.pooled.get(metric)
             return float(v) if v is not None else None
         if self.pooled and metric == "engine_decode_rate":
@@ -133,6 +137,7 @@ def side_from_runs(runs: Sequence[StoredRun], name: str | None = None) -> Side:
                 decode_rate=_num(t.get("decode_rate")),
                 engine_decode_rate=_num(t.get("engine_decode_rate")),
                 mal=_num(t.get("engine_mal")),
+                tokens_per_step=_num(t.get("engine_tokens_per_step")),
                 step_rate=_num(t.get("engine_step_rate")),
                 running=_num(t.get("engine_running")),
             ))
@@ -254,7 +259,8 @@ def side_from_windows(name: str, windows: Sequence[EngineWindow], *, source: str
     units = tuple(
         Unit(_clock(w.t_start_s) or f"window {i + 1}",
              engine_decode_rate=(w.decode_rate_per_request if w.running else w.decode_rate),
-             mal=w.mal, step_rate=w.step_rate, running=w.running)
+             mal=w.mal, tokens_per_step=_tokens_per_step(w), step_rate=_step_rate(w),
+             running=w.running)
         for i, w in enumerate(act))
     durs = [d for w in act if (d := w.duration_s) is not None]
     starts = [w.t_start_s for w in act if w.t_start_s is not None]
@@ -274,6 +280,23 @@ def side_from_windows(name: str, windows: Sequence[EngineWindow], *, source: str
         t_start_s=min(starts) if starts else None, t_end_s=max(ends) if ends else None,
         window_s=window_s, pooled=pool(act) if act else None, notes=tuple(notes),
     )
+
+
+def _step_rate(w: EngineWindow) -> float | None:
+    """Decode steps (generated − accepted, drafted or not) per second per running request, as
+    analysis.decompose counts them; the window's own drafts-based rate when counts are absent."""
+    gen, acc, d = w.generation_tokens, w.accepted_tokens, w.duration_s
+    if gen is not None and acc is not None and gen > acc and d and w.running:
+        return (gen - acc) / d / w.running
+    return w.step_rate
+
+
+def _tokens_per_step(w: EngineWindow) -> float | None:
+    """generated / (generated − accepted): every step emits its accepted drafts plus one."""
+    gen, acc = w.generation_tokens, w.accepted_tokens
+    if gen is None or acc is None or gen <= acc:
+        return None
+    return gen / (gen - acc)
 
 
 def _clock(t: float | None) -> str | None:

@@ -23,6 +23,10 @@ MIN_LOG_DELTA_FOR_SHARES = 0.005
 # MAL "carries" a delta when its share of ln(D2/D1) is at least this (the seed's case: ~95 %).
 MAL_CARRIES_SHARE = 0.5
 
+# Below this share of drafted steps (tokens per step / MAL on a side), n-gram steps without a
+# draft make MAL and tokens per step differ enough to name both (analysis.decompose uses 0.9).
+FULL_DRAFT_COVERAGE = 0.9
+
 # -- contamination -----------------------------------------------------------------------------
 # Running requests the engine may show above what the probe sent before it counts as foreign
 # load, for runs stored without a contamination analysis: the same margin as

@@ -35,6 +35,7 @@ from decodescope.verdict.model import (
     CaliberRow,
     Context,
     VerdictKind,
+    acceptance,
     changed_word,
 )
 from decodescope.verdict.side import Side
@@ -51,7 +52,7 @@ class Verdict:
     baseline: Side
     current: Side
     decode_source: str  # "engine" | "client" | "mixed (…)"
-    changes: dict[str, Change]  # decode, mal, step_rate
+    changes: dict[str, Change]  # decode, mal, tokens_per_step, step_rate
     decomposition: Decomposition | None
     caliber: CaliberComparison
     bands: tuple[Band | None, Band | None]
@@ -98,6 +99,9 @@ def triage(baseline: Side, current: Side, *, min_effect: float = th.MIN_EFFECT,
         "decode": decode,
         "mal": relative_change("MAL", baseline.values("mal"), current.values("mal"),
                                min_effect=min_effect),
+        "tokens_per_step": relative_change("tokens per step", baseline.values("tokens_per_step"),
+                                           current.values("tokens_per_step"),
+                                           min_effect=min_effect),
         "step_rate": relative_change("step rate", baseline.values("step_rate"),
                                      current.values("step_rate"), min_effect=min_effect),
     }
@@ -170,20 +174,26 @@ def compare_calibers(b: Side, c: Side, bands: Sequence[Band] = DEFAULT_BANDS) ->
 def _decide(b: Side, c: Side, ch: dict[str, Change], cal: CaliberComparison
             ) -> tuple[VerdictKind, str | None, int | None]:
     d, m, s = ch["decode"], ch["mal"], ch["step_rate"]
+    acc = acceptance(ch)
     if d.status == "no_data":
         return "INCONCLUSIVE", f"too few {b.unit_name}s/{c.unit_name}s", th.RECOMMENDED_TRIALS
     if b.contamination or c.contamination:
         return "CONTAMINATED", "foreign load", None
     if cal.same is False:
         return "CALIBER_MISMATCH", "caliber", None
-    moved = [x for x in (m, s) if x.changed]
+    # Acceptance moved when tokens per step (the identity's factor) or MAL did.
+    moved: list[tuple[str, Change]] = []
+    if acc.changed or m.changed:
+        moved.append(("acceptance", acc if acc.changed else m))
+    if s.changed:
+        moved.append(("step rate", s))
     if moved:
-        top = max(moved, key=lambda x: abs(x.log_ratio or 0.0))
+        cause, top = max(moved, key=lambda kv: abs(kv[1].log_ratio or 0.0))
         kind: VerdictKind = "REGRESSION" if (top.rel or 0.0) < 0 else "IMPROVEMENT"
-        return kind, ("acceptance" if top is m else "step rate"), None
+        return kind, cause, None
     if d.changed:
         return ("REGRESSION" if (d.rel or 0.0) < 0 else "IMPROVEMENT"), "decode rate", None
-    wide = [x for x in (d, m, s) if x.status == "undecidable"]
+    wide = [x for x in (d, acc, s) if x.status == "undecidable"]
     if wide:
         needed = [x.trials_needed for x in wide]
         return "INCONCLUSIVE", "noise", (None if None in needed else max(n or 0 for n in needed))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from decodescope.verdict import thresholds as th
 from decodescope.verdict.decomposition import share
-from decodescope.verdict.model import Context
+from decodescope.verdict.model import Context, acceptance, coverage_differs
 from decodescope.verdict.side import Side
 from decodescope.verdict.stats import Change, pct
 
@@ -57,12 +57,18 @@ def headline(ctx: Context) -> tuple[str, list[str]]:
         else:
             head = "NOT A REGRESSION — caliber mismatch." if (d.rel or 0) < 0 else \
                 "NOT AN IMPROVEMENT — caliber mismatch."
-        if dec and dec.share_mal is not None:
+        if not d.changed and d.status != "no_data":
+            lines.append(f"Decode {_arrow(ctx, 'decode')} tok/s: {d.describe()}; MAL "
+                         f"{_arrow(ctx, 'mal', '{:.2f}')}.")
+        elif dec and dec.share_mal is not None:
             against = s.changed and (dec.share_step or 0.0) < 0
-            carried = ("more than carried by MAL" if against and dec.share_mal > 1.0
-                       else "carried by MAL" if dec.share_mal >= th.MAL_CARRIES_SHARE
-                       else "only partly carried by MAL")
-            other = "; step rate moved the other way" if against else ""
+            if dec.share_mal <= 0:
+                carried, other = "not carried by MAL", "; MAL moved the other way"
+            else:
+                carried = ("more than carried by MAL" if against and dec.share_mal > 1.0
+                           else "carried by MAL" if dec.share_mal >= th.MAL_CARRIES_SHARE
+                           else "only partly carried by MAL")
+                other = "; step rate moved the other way" if against else ""
             lines.append(f"The {_arrow(ctx, 'decode')} tok/s {drop} ({pct(d.rel or 0.0)}) is "
                          f"{carried} ({_arrow(ctx, 'mal', '{:.2f}')}, {share(dec.share_mal)} of the "
                          f"log-delta{other});")
@@ -81,7 +87,13 @@ def headline(ctx: Context) -> tuple[str, list[str]]:
             head = (f"{word} — step rate {_dir(s)} {pct(abs(s.rel or 0.0)).lstrip('+')} {where} "
                     f"(engine / hardware side).")
         elif ctx.cause == "acceptance":
-            head = f"{word} — acceptance: MAL {_dir(m)} {pct(abs(m.rel or 0.0)).lstrip('+')} {where}."
+            acc = acceptance(ctx.changes)
+            if coverage_differs(ctx.baseline, ctx.current) and acc is not m:
+                head = (f"{word} — acceptance: tokens per step {_dir(acc)} "
+                        f"{pct(abs(acc.rel or 0.0)).lstrip('+')} {where} (MAL "
+                        f"{_arrow(ctx, 'mal', '{:.2f}')}).")
+            else:
+                head = f"{word} — acceptance: MAL {_dir(m)} {pct(abs(m.rel or 0.0)).lstrip('+')} {where}."
         else:
             head = (f"{word} — decode rate {_dir(d)} {pct(abs(d.rel or 0.0)).lstrip('+')} {where}; "
                     f"the split into step rate × MAL is "
