@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from decodescope.verdict import thresholds as th
+from decodescope.verdict.side import coverage_differs
 
 if TYPE_CHECKING:
     from decodescope.verdict.side import Side
@@ -62,7 +63,8 @@ def share(x: float) -> str:
 def decompose(b: Side, c: Side, changes: dict[str, Change]) -> Decomposition | None:
     d, s = changes["decode"], changes["step_rate"]
     tps = changes.get("tokens_per_step")
-    use_tps = tps is not None and tps.baseline is not None and tps.current is not None
+    use_tps = (tps is not None and tps.baseline is not None and tps.current is not None
+               and coverage_differs(b, c))
     m = tps if (use_tps and tps is not None) else changes["mal"]
     metric = "tokens per step" if use_tps else "MAL"
     if d.baseline is None or d.current is None:

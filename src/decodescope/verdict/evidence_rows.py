@@ -7,8 +7,8 @@ from typing import Any
 from decodescope.evidence import EvidenceRow
 from decodescope.verdict import thresholds as th
 from decodescope.verdict.bands import describe
-from decodescope.verdict.model import Context, changed_word, coverage_differs
-from decodescope.verdict.side import Side
+from decodescope.verdict.model import Context, changed_word
+from decodescope.verdict.side import Side, coverage_differs
 from decodescope.verdict.stats import Change
 
 

@@ -6,10 +6,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from decodescope.verdict import thresholds as th
 from decodescope.verdict.bands import Band
 from decodescope.verdict.decomposition import Decomposition
-from decodescope.verdict.side import Side
+from decodescope.verdict.side import Side, coverage_differs
 from decodescope.verdict.stats import Change
 
 VerdictKind = Literal["CALIBER_MISMATCH", "REGRESSION", "IMPROVEMENT", "NO_CHANGE",
@@ -54,21 +53,13 @@ class Context:
     band_table: Sequence[Band]
 
 
-def acceptance(ch: dict[str, Change]) -> Change:
-    """The acceptance factor of the identity: tokens per step when both sides have it (exact:
-    n-gram steps without a draft count), else MAL."""
+def acceptance(ch: dict[str, Change], b: Side, c: Side) -> Change:
+    """The acceptance factor of the identity: MAL, or tokens per step when steps without a
+    draft (n-gram) make the two differ on a side and both sides have it."""
     tps = ch.get("tokens_per_step")
-    return tps if tps is not None and tps.status != "no_data" else ch["mal"]
-
-
-def coverage_differs(b: Side, c: Side) -> bool:
-    """True when, on either side, tokens per step sits clearly below MAL (steps without a
-    draft): then both are named, since MAL alone would overstate the acceptance factor."""
-    for side in (b, c):
-        tps, mal = side.median("tokens_per_step"), side.median("mal")
-        if tps is not None and mal and tps / mal < th.FULL_DRAFT_COVERAGE:
-            return True
-    return False
+    if tps is not None and tps.status != "no_data" and coverage_differs(b, c):
+        return tps
+    return ch["mal"]
 
 
 def changed_word(x: Change) -> str:

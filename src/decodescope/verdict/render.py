@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from decodescope.evidence import render_rows
 from decodescope.verdict.bands import describe
-from decodescope.verdict.model import coverage_differs
-from decodescope.verdict.side import Side
+from decodescope.verdict.side import Side, coverage_differs
 from decodescope.verdict.triage import Verdict
 
 WIDTH = 96  # the headline's exit-code tag is right-aligned to this column

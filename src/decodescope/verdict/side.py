@@ -115,6 +115,16 @@ class Side:
         }
 
 
+def coverage_differs(b: Side, c: Side) -> bool:
+    """True when, on either side, tokens per step sits clearly below MAL (steps without a
+    draft): then both are named, since MAL alone would overstate the acceptance factor."""
+    for side in (b, c):
+        tps, mal = side.median("tokens_per_step"), side.median("mal")
+        if tps is not None and mal and tps / mal < th.FULL_DRAFT_COVERAGE:
+            return True
+    return False
+
+
 # -- from stored runs --------------------------------------------------------------------------
 def side_from_runs(runs: Sequence[StoredRun], name: str | None = None) -> Side:
     """A side made of one or more stored runs (a baseline of several runs pools their trials).

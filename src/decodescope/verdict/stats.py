@@ -214,9 +214,14 @@ def relative_change(metric: str, baseline: Sequence[float | None], current: Sequ
                   trials_needed(sd1, sd2, min_effect, confidence))
 
 
+# Bounds closer to 0 than this are 0: identical values on both sides must not read as a change
+# through floating-point rounding of their logarithms.
+_ZERO = 1e-9
+
+
 def _status(rel: float, lo: float, hi: float, min_effect: float,
             max_half_width: float) -> ChangeStatus:
-    if lo > 0 or hi < 0:
+    if lo > _ZERO or hi < -_ZERO:
         if abs(rel) < min_effect:
             return "below_min_effect"
         return "up" if rel > 0 else "down"

@@ -174,7 +174,7 @@ def compare_calibers(b: Side, c: Side, bands: Sequence[Band] = DEFAULT_BANDS) ->
 def _decide(b: Side, c: Side, ch: dict[str, Change], cal: CaliberComparison
             ) -> tuple[VerdictKind, str | None, int | None]:
     d, m, s = ch["decode"], ch["mal"], ch["step_rate"]
-    acc = acceptance(ch)
+    acc = acceptance(ch, b, c)
     if d.status == "no_data":
         return "INCONCLUSIVE", f"too few {b.unit_name}s/{c.unit_name}s", th.RECOMMENDED_TRIALS
     if b.contamination or c.contamination:

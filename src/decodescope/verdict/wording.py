@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from decodescope.verdict import thresholds as th
 from decodescope.verdict.decomposition import share
-from decodescope.verdict.model import Context, acceptance, coverage_differs
+from decodescope.verdict.model import Context, acceptance
 from decodescope.verdict.side import Side
 from decodescope.verdict.stats import Change, pct
 
@@ -87,8 +87,8 @@ def headline(ctx: Context) -> tuple[str, list[str]]:
             head = (f"{word} — step rate {_dir(s)} {pct(abs(s.rel or 0.0)).lstrip('+')} {where} "
                     f"(engine / hardware side).")
         elif ctx.cause == "acceptance":
-            acc = acceptance(ctx.changes)
-            if coverage_differs(ctx.baseline, ctx.current) and acc is not m:
+            acc = acceptance(ctx.changes, ctx.baseline, ctx.current)
+            if acc is not m:
                 head = (f"{word} — acceptance: tokens per step {_dir(acc)} "
                         f"{pct(abs(acc.rel or 0.0)).lstrip('+')} {where} (MAL "
                         f"{_arrow(ctx, 'mal', '{:.2f}')}).")
