@@ -17,7 +17,7 @@ from decodescope.sim import ACCEPTANCE_PROFILES, SimConfig, SimServer
 
 pytestmark = pytest.mark.timeout(120)
 
-TIME_SCALE = 0.1  # a 384-token trial takes ~0.2 s of real time
+TIME_SCALE = 0.25  # a 384-token trial takes ~0.5 s of real time: several scrapes per trial
 CAL = "demo-code-rewrite"
 WEAK_CODE = (0.75, 0.6, 0.5, 0.4)  # a worse draft: code MAL 2.9 instead of 4.3
 
