@@ -18,12 +18,14 @@ T0 = datetime(2026, 9, 15, 23, 29, 50).timestamp()
 
 @pytest.fixture
 def seed_log(tmp_path: Path) -> str:
-    """30 windows of 10 s, 23:30:00 .. 23:34:50, MAL 2.8, ~5 steps/s (synthetic)."""
+    """30 windows of 10 s, 23:30:00 .. 23:34:50, MAL 2.8, 5–6 steps/s (synthetic; every step
+    drafts: generated = drafts + accepted)."""
     lines = []
     for i in range(1, 31):
         t = T0 + 10 * i
-        lines += [access_line(30000 + i), engine_line(t, 14.0 + (i % 3)),
-                  spec_line(t, 50, [40, 30, 20])]
+        j = 10 + (i % 3)  # 50, 55, 60 drafts
+        lines += [access_line(30000 + i), engine_line(t, 1.4 * j),
+                  spec_line(t, 5 * j, [4 * j, 3 * j, 2 * j])]
     p = tmp_path / "engine.log"
     p.write_text("\n".join(lines) + "\n")
     return str(p)
@@ -32,8 +34,8 @@ def seed_log(tmp_path: Path) -> str:
 def test_text_output_answer_first(seed_log: str, capsys):
     assert main(["logs", seed_log, "--year", "2026"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == ("vLLM log, 30 windows 09-15 23:29:50\u201323:34:50: decode median 15.0 tok/s "
-                      "(peak 16.0), MAL 2.80, step rate 5.0/s")
+    assert out[0] == ("vLLM log, 30 windows 09-15 23:29:50\u201323:34:50: decode median 15.4 tok/s "
+                      "(peak 16.8), MAL 2.80, step rate 5.5/s")
     assert any("from – to" in ln for ln in out)  # 30 windows: binned rows
     assert any(ln.startswith("read 19.2 kB: 60 stats lines parsed, 0 not understood")
                for ln in out), out
@@ -46,8 +48,8 @@ def test_json_output(seed_log: str, capsys):
     assert d["schema_version"] == 1 and d["engine"] == "vllm"
     assert d["windows_total"] == 30 and d["windows_listed"] == 5
     assert d["mal_overall"] == pytest.approx(2.8)
-    assert d["decode_tok_s"]["median"] == 15.0 and d["decode_tok_s"]["max"] == 16.0
-    assert d["step_rate_per_s"]["median"] == pytest.approx(5.0)
+    assert d["decode_tok_s"]["median"] == 15.4 and d["decode_tok_s"]["max"] == 16.8
+    assert d["step_rate_per_s"]["median"] == pytest.approx(5.5)
     assert d["lines"]["lines_unparsed"] == 0 and d["answer"].startswith("vLLM log, 30 windows")
     assert d["windows"][-1]["t_end_s"] == T0 + 300
 

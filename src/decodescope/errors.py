@@ -3,7 +3,8 @@
     DecodescopeError                 (exit code carried by the class)
     ├── UsageError                   bad input from the user: options, files, selectors  -> 2
     │   ├── CaliberError             unknown caliber, malformed caliber file             -> 2
-    │   └── StoreError               unknown run, bad store path, schema too new         -> 2
+    │   ├── StoreError               unknown run, bad store path, schema too new         -> 2
+    │   └── ResourceLimitError       the machine's limits (open files) cannot carry it   -> 2
     ├── EndpointError                cannot talk to the server                           -> 4
     │   ├── UnreachableError         connection refused / DNS / timeout                  -> 4
     │   ├── AuthError                401 / 403                                           -> 4
@@ -12,12 +13,14 @@
     │   ├── NotSSEError              non-SSE or HTML response to a streaming request
     │   ├── MalformedSSEError        SSE data that is not JSON / not a chunk
     │   ├── ServerError              5xx / 429 response
-    │   └── StreamClosedError        connection closed mid-stream (no [DONE], no finish)
+    │   ├── StreamClosedError        connection closed mid-stream (no [DONE], no finish)
+    │   └── ResponseTooLargeError    more than the caliber can produce (tokens or bytes)
     ├── CaliberMissedError           realized run did not meet its caliber               -> 6
     └── EngineError                  embedded engine install/start/stop failed           -> 7
 
 The CLI catches DecodescopeError and prints `error: {cause} ({where}). {remedy}` on one line;
-tracebacks only with --debug.
+tracebacks only with --debug. Any other exception is a bug: one line, exit 70
+(ExitCode.INTERNAL), never 1 (docs/faults.md).
 """
 
 from __future__ import annotations
@@ -56,6 +59,10 @@ class StoreError(UsageError):
     pass
 
 
+class ResourceLimitError(UsageError):
+    pass
+
+
 class EndpointError(DecodescopeError):
     exit_code = ExitCode.UNREACHABLE
 
@@ -89,6 +96,10 @@ class ServerError(ProtocolError):
 
 
 class StreamClosedError(ProtocolError):
+    pass
+
+
+class ResponseTooLargeError(ProtocolError):
     pass
 
 

@@ -16,6 +16,8 @@ class ExitCode(IntEnum):
     PROTOCOL = 5  # the server answered but broke the protocol: non-SSE, HTML, malformed SSE, closed mid-stream
     CALIBER_MISSED = 6  # the probe ran but the realized run missed its caliber (too short, no reasoning...)
     ENGINE = 7  # the embedded engine could not be installed / started / stopped
+    INTERNAL = 70  # a bug in decodescope (an unexpected exception); sysexits' EX_SOFTWARE. Never 1:
+    # a scheduled `check` must not report a crash as a regression
     INTERRUPTED = 130  # Ctrl-C; completed trials are kept
 
 

@@ -8,6 +8,7 @@ steady-state spans), `decomposition`, `reconciliation`, `contamination`, `length
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from decodescope.analysis.contamination import contamination, flag_contaminated
@@ -21,13 +22,20 @@ from decodescope.analysis.decompose import (
     select,
 )
 from decodescope.analysis.reconcile import reconcile
+from decodescope.analysis.span import SpanNumbers, trial_span
 from decodescope.analysis.summary import Summary
 from decodescope.findings import Finding
 from decodescope.probe.metrics import compute
 from decodescope.store.runs import StoredRun
+from decodescope.telemetry.prometheus import FINISH_UPDATED, Scrape
 from decodescope.telemetry.window import EngineWindow
 
-RESULT_VERSION = 2  # 2: decomposition, reconciliation, contamination, length decay
+RESULT_VERSION = 3  # 3: per-trial engine spans, stalls, engine/client disagreement
+# Client and engine disagreeing by more than this at concurrency 1 suspends "engine decides".
+ENGINE_CLIENT_AGREE_PCT = 5.0
+# A first trial whose MAL / decode rate differs from the rest's median by at least this much
+# (and by more than twice the rest's spread) is named: the trials are not independent.
+FIRST_TRIAL_SHIFT = 0.10
 
 
 def trial_values(run: StoredRun) -> list[dict[str, Any]]:
@@ -43,11 +51,29 @@ def trial_values(run: StoredRun) -> list[dict[str, Any]]:
         t_end = max((m.steady_t_end_s for m in ms if m.steady_t_end_s is not None), default=None)
         sends = [r.t_send_s for r in t.requests]
         dones = [r.t_done_s for r in t.requests if r.t_done_s is not None]
+        stalls = [st for m in ms for st in m.stalls]
+        steady_wall = sum((m.steady_t_end_s - m.steady_t_start_s) for m in ms
+                          if m.steady_t_start_s is not None and m.steady_t_end_s is not None)
+        with_stalls = [m.decode_rate_with_stalls for m in ms if m.decode_rate_with_stalls]
         out.append({
             "idx": t.idx,
             "status": t.status,
             "requests": len(t.requests),
             "decode_rate": sum(rates) / len(rates) if rates else None,
+            "decode_rate_with_stalls": (sum(with_stalls) / len(with_stalls)
+                                        if with_stalls else None),
+            "stall_count": len(stalls),
+            "stall_s": sum(b - a for a, b in stalls),
+            "stall_max_s": max((b - a for a, b in stalls), default=None),
+            "stall_time_share": (sum(max(0.0, min(b, m.steady_t_end_s) - max(a, m.steady_t_start_s))
+                                     for m in ms if m.steady_t_start_s is not None
+                                     and m.steady_t_end_s is not None for a, b in m.stalls)
+                                 / steady_wall) if steady_wall else None,
+            "stalls_perf_s": [list(x) for x in stalls],
+            "steady_perf_s": [t_start, t_end] if (t_start is not None and t_end is not None) else None,
+            "decoding_perf_s": [[m.ttft_s + r.t_send_s, m.steady_t_end_s]
+                                for m, r in zip(ms, ok_reqs, strict=True)
+                                if m.ttft_s is not None and m.steady_t_end_s is not None],
             "aggregate_rate": _aggregate_rate(ms) if len(ms) > 1 else (rates[0] if rates else None),
             "decode_rate_all": _mean([m.decode_rate_all for m in ms]),
             "wall_rate": _mean([(m.output_tokens / m.e2e_s) if (m.output_tokens and m.e2e_s)
@@ -127,9 +153,32 @@ def analyze_run(run: StoredRun, extra_findings: list[Finding] = ()) -> dict[str,
         p = pool(select([w for w in windows if w.source == source], steady_spans))
         if p is not None:
             engine[source] = p
+    scrapes = _scrapes(run)
+    continuous = bool(scrapes) and not any(s.prefix in FINISH_UPDATED for s in scrapes)
+    if continuous:
+        spans = {tv["idx"]: _span_of(tv, scrapes) for tv in trials}
+        p = pool_spans([sp for tv in ok if (sp := spans.get(tv["idx"])) is not None])
+        if p is not None:
+            engine["prometheus"] = p
+        else:
+            engine.pop("prometheus", None)
     src, _ = deciding(engine)
     for tv in trials:
-        _trial_engine(tv, windows, req_windows.get(tv["idx"], []), src)
+        if src == "prometheus" and continuous:
+            _trial_span_engine(tv, spans.get(tv["idx"]))
+        else:
+            _trial_engine(tv, windows, req_windows.get(tv["idx"], []), src, conc)
+    _suspend_if_disagree(trials, conc, findings)
+    _first_trial_shift(trials, findings)
+    stalls = _stall_summary(ok)
+    if stalls and stalls["count"]:
+        _add(findings, Finding(
+            "stalls",
+            f"the server paused {stalls['count']}x inside the outputs of {stalls['requests']} "
+            f"request(s), {stalls['min_s']:.2f}–{stalls['max_s']:.2f} s each "
+            f"({stalls['time_share']:.0%} of the steady state); decode and step rates leave "
+            "them out", "Look for preemption, swapping, other requests' prefills or host "
+            "contention in the engine log at those times", severity="warning").to_dict())
     cont, cont_finding = contamination(windows, conc, trial_spans)
     if cont_finding is not None:
         _add(findings, cont_finding.to_dict())
@@ -150,25 +199,182 @@ def analyze_run(run: StoredRun, extra_findings: list[Finding] = ()) -> dict[str,
         "contamination": cont,
         "length_decay": length_decay(ok_traces),
         "caliber_status": "missed" if caliber_missed else "ok",
+        "stalls": stalls,
         "findings": findings,
     }
 
 
 def _trial_engine(t: dict[str, Any], windows: list[EngineWindow], own: list[EngineWindow],
-                  src: str | None) -> None:
-    """The deciding source's windows over this trial's steady state, pooled: per-trial engine
-    numbers for the statistics (triage, verdicts)."""
+                  src: str | None, conc: int | None) -> None:
+    """The deciding source's windows over this trial, pooled: per-trial engine numbers for the
+    statistics (triage, verdicts). Interval windows count only when wholly inside the trial's
+    steady state; whole-trial windows (engines that count at request finish) and per-request
+    reports belong to their trial. The divisor is the probe's own concurrency: the running
+    gauge reads 0 or a half after a request ended, and only detects foreign load."""
     p = None
+    t["engine_withheld"] = None
     if src == "request":
         p = pool(own)
-    elif src is not None and t["steady_span_s"]:
-        p = pool(select([w for w in windows if w.source == src], [t["steady_span_s"]]))
+    elif src is not None and t["trial_span_s"]:
+        mine = [w for w in windows if w.source == src and w.t_start_s is not None
+                and w.t_end_s is not None]
+        whole = [w for w in mine if "trial" in w.flags and _inside(w, t["trial_span_s"], 0.5)]
+        steady = t["steady_span_s"]
+        inside = [w for w in mine if "trial" not in w.flags and steady
+                  and _inside(w, steady, 0.0)]
+        picked = whole or inside
+        if conc is not None:
+            picked = [dataclasses.replace(w, running=float(conc)) for w in picked
+                      if "contaminated" not in w.flags] or picked
+        p = pool(picked)
+        if p is None and mine:
+            t["engine_withheld"] = ("no engine window lies inside this trial's steady state: "
+                                    "the engine's windows are coarser than the trial")
     t["engine_source"] = src if p else None
     t["engine_decode_rate"] = p.get("decode_rate_per_request") if p else None
     t["engine_mal"] = p.get("mal") if p else None
     t["engine_step_rate"] = p.get("step_rate") if p else None
     t["engine_tokens_per_step"] = p.get("tokens_per_step") if p else None
     t["engine_running"] = p.get("running_mean") if p else None
+
+
+def _inside(w: EngineWindow, span: list[float], slack_s: float) -> bool:
+    assert w.t_start_s is not None and w.t_end_s is not None
+    return w.t_start_s >= span[0] - slack_s and w.t_end_s <= span[1] + slack_s
+
+
+def _scrapes(run: StoredRun) -> list[Scrape]:
+    data = (run.series or {}).get("prometheus") or {}
+    return sorted((Scrape.from_dict(d) for d in data.get("scrapes") or []), key=lambda s: s.t_s)
+
+
+def _span_of(tv: dict[str, Any], scrapes: list[Scrape]) -> SpanNumbers | None:
+    steady = tv.get("steady_perf_s")
+    if tv["status"] != "ok" or not steady:
+        return None
+    return trial_span(scrapes, (steady[0], steady[1]),
+                      [(a, b) for a, b in tv.get("decoding_perf_s") or []],
+                      [(a, b) for a, b in tv.get("stalls_perf_s") or []])
+
+
+def _trial_span_engine(t: dict[str, Any], sp: SpanNumbers | None) -> None:
+    t["engine_source"] = "prometheus" if sp is not None else None
+    t["engine_span"] = sp.to_dict() if sp is not None else None
+    t["engine_withheld"] = sp.withheld if sp is not None else "no engine counters in this trial"
+    t["engine_decode_rate"] = sp.decode_rate if sp else None
+    t["engine_step_rate"] = sp.step_rate if sp else None
+    t["engine_mal"] = sp.mal if sp else None
+    t["engine_tokens_per_step"] = sp.tokens_per_step if sp else None
+    t["engine_running"] = (sp.request_s / sp.span_s) if (sp and sp.span_s) else None
+
+
+def pool_spans(spans: list[SpanNumbers]) -> dict[str, Any] | None:
+    """Run-level engine numbers: the trials' span counts summed (same keys as `pool`)."""
+    if not spans:
+        return None
+    timed = [s for s in spans if s.withheld is None]
+
+    def total(xs: list[SpanNumbers], key: str) -> int | None:
+        vals = [getattr(x, key) for x in xs]
+        return None if (not vals or any(v is None for v in vals)) else int(sum(vals))
+
+    gen, acc = total(timed, "generation_tokens"), total(timed, "accepted_tokens")
+    drafts, dtok = total(spans, "drafts"), total(spans, "draft_tokens")
+    acc_all, gen_all = total(spans, "accepted_tokens"), total(spans, "generation_tokens")
+    steps_all = (gen_all - acc_all) if (gen_all is not None and acc_all is not None) else None
+    steps = (gen - acc) if (gen is not None and acc is not None) else None
+    req_s = sum(s.request_s for s in timed)
+    span_s = sum(s.span_s for s in timed)
+    return {
+        "windows": len(spans),
+        "sources": ["prometheus"],
+        "duration_s": span_s or None,
+        "decode_s": None,
+        "generation_tokens": gen_all,
+        "steps": steps_all,
+        "drafts": drafts,
+        "draft_tokens": dtok,
+        "accepted_tokens": acc_all,
+        "decode_rate": (gen / span_s) if (gen is not None and span_s) else None,
+        "decode_rate_per_request": (gen / req_s) if (gen is not None and req_s) else None,
+        "mal": (1 + acc_all / drafts) if (drafts and acc_all is not None) else None,
+        "tokens_per_step": (gen_all / steps_all) if (gen_all is not None and steps_all) else None,
+        "acceptance_rate": (acc_all / dtok) if (acc_all is not None and dtok) else None,
+        "per_position_acceptance": None,
+        "step_rate": (steps / req_s) if (steps is not None and req_s) else None,
+        "draft_step_rate": None,
+        "draft_coverage": (drafts / steps_all) if (drafts is not None and steps_all) else None,
+        "batch_step_rate": None,
+        "running_mean": (req_s / span_s) if span_s else None,
+        "running_max": max((s.max_occupancy for s in spans if s.max_occupancy is not None),
+                           default=None),
+        "contaminated_windows": 0,
+        "spans_withheld": len(spans) - len(timed),
+    }
+
+
+def _suspend_if_disagree(trials: list[dict[str, Any]], conc: int | None,
+                         findings: list[dict[str, Any]]) -> None:
+    """Client and engine measure the same thing at concurrency 1 on a quiet engine: when they
+    disagree by more than ENGINE_CLIENT_AGREE_PCT, one of them is wrong, so the engine number
+    no longer decides (kept as `engine_decode_rate_suspended`)."""
+    if conc != 1:
+        return
+    gaps = [100.0 * (t["decode_rate"] - t["engine_decode_rate"]) / t["engine_decode_rate"]
+            for t in trials if t["status"] == "ok" and t.get("decode_rate")
+            and t.get("engine_decode_rate")]
+    if len(gaps) < 2:
+        return
+    gap = sorted(gaps)[len(gaps) // 2]
+    if abs(gap) <= ENGINE_CLIENT_AGREE_PCT:
+        return
+    for t in trials:
+        t["engine_decode_rate_suspended"] = t.get("engine_decode_rate")
+        t["engine_decode_rate"] = None
+    _add(findings, Finding(
+        "engine.disagrees",
+        f"client and engine decode rates differ by {gap:+.1f}% (median of {len(gaps)} trials) "
+        "at concurrency 1: one of them is wrong, so the engine number does not decide; the "
+        "client's does", "Check the engine's counters (a gateway, a second replica behind the "
+        "URL, or a stats bug) with `decodescope runs show`", severity="warning").to_dict())
+
+
+def _first_trial_shift(trials: list[dict[str, Any]], findings: list[dict[str, Any]]) -> None:
+    """Speculators that learn from earlier outputs (n-gram, suffix caches) give the first trial
+    a different MAL than the rest: trials are then not independent samples."""
+    ok = [t for t in trials if t["status"] == "ok"]
+    if len(ok) < 3:
+        return
+    for key, name in (("engine_mal", "MAL"), ("decode_rate", "decode rate")):
+        first, rest = ok[0].get(key), [t.get(key) for t in ok[1:]]
+        vals = sorted(v for v in rest if v is not None)
+        if first is None or len(vals) < 2:
+            continue
+        med = vals[len(vals) // 2]
+        spread = (vals[-1] - vals[0]) / med if med else None
+        shift = (first - med) / med if med else None
+        if shift is None or spread is None or abs(shift) < FIRST_TRIAL_SHIFT \
+                or abs(shift) < 2 * spread:
+            continue
+        _add(findings, Finding(
+            "trials.first_differs",
+            f"trial 1 {name} {first:.2f} vs {med:.2f} for the rest ({100 * shift:+.0f}%): "
+            "the trials are not independent (a speculator that learns from earlier outputs, "
+            "or a cold cache)", "Use --warmup 1 or more (uncounted requests before the "
+            "trials), and a caliber with a seed so trials vary", severity="warning").to_dict())
+        return
+
+
+def _stall_summary(ok: list[dict[str, Any]]) -> dict[str, Any] | None:
+    if not ok:
+        return None
+    lengths = [x for t in ok for x in (b - a for a, b in t.get("stalls_perf_s") or [])]
+    shares = [t["stall_time_share"] for t in ok if t.get("stall_time_share") is not None]
+    return {"count": len(lengths), "requests": sum(t["requests"] for t in ok),
+            "trials_with_stalls": sum(1 for t in ok if t.get("stall_count")),
+            "min_s": min(lengths, default=None), "max_s": max(lengths, default=None),
+            "total_s": sum(lengths),
+            "time_share": sum(shares) / len(shares) if shares else None}
 
 
 def _add(findings: list[dict[str, Any]], f: dict[str, Any]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from dataclasses import fields
 from importlib import resources
@@ -10,6 +11,11 @@ from typing import Any
 
 from decodescope.caliber.spec import (
     CONTENT_CLASSES,
+    MAX_BLOCKS,
+    MAX_CONCURRENCY,
+    MAX_OUTPUT_TOKENS,
+    MAX_TARGET_TOKENS,
+    NAME_PATTERN,
     Caliber,
     OutputSpec,
     PromptSpec,
@@ -37,6 +43,9 @@ SECTION_TYPES: dict[str, dict[str, type | tuple[type, ...]]] = {
                  "repetition_penalty": (int, float), "extra": dict},
 }
 REMEDY = "See `decodescope calibers show demo-code-rewrite` for a valid example"
+# A caliber file is a page of TOML (a literal 64K-token prompt is ~300 KB); a larger file is
+# not read.
+MAX_CALIBER_FILE_BYTES = 4 * 1024 * 1024
 
 
 def parse_caliber(data: dict[str, Any], where: str) -> Caliber:
@@ -57,8 +66,17 @@ def parse_caliber(data: dict[str, Any], where: str) -> Caliber:
         if required not in kw:
             raise CaliberError(f"caliber has no '{required}'", where=where, remedy=REMEDY)
     cal = Caliber(**kw)
-    _check_values(cal, where)
+    check_values(cal, where)
     return cal
+
+
+def check_name(name: str, where: str) -> None:
+    """A caliber name: letters, digits, `.`, `_`, `-` (no path separators, quotes or `@`)."""
+    if not NAME_PATTERN.fullmatch(name) or name.lower().endswith(".toml"):
+        raise CaliberError(f"caliber name {name!r} is not allowed", where=where,
+                           remedy="Use letters, digits, '.', '_' and '-' (at most 80), starting "
+                                  "with a letter or digit; no path separators, quotes, '@' "
+                                  "or .toml ending")
 
 
 def _check_keys(section: dict[str, Any], types: dict[str, Any], prefix: str,
@@ -78,14 +96,20 @@ def _check_type(key: str, value: Any, typ: Any, where: str) -> None:
         raise CaliberError(f"'{key}' must be {names}, got {value!r}", where=where, remedy=REMEDY)
 
 
-def _check_values(c: Caliber, where: str) -> None:
+def check_values(c: Caliber, where: str) -> None:
+    """Every value within its limits, checked before any material is generated."""
+    check_name(c.name, where)
     problems = []
     if c.version < 1:
         problems.append("version must be >= 1")
     if c.endpoint not in ("chat", "completions"):
         problems.append("endpoint must be 'chat' or 'completions'")
-    if c.concurrency < 1:
-        problems.append("concurrency must be >= 1")
+    if not 1 <= c.concurrency <= MAX_CONCURRENCY:
+        problems.append(f"concurrency must be within 1..{MAX_CONCURRENCY}")
+    if not 0 <= c.prompt.blocks <= MAX_BLOCKS:
+        problems.append(f"prompt.blocks must be within 0..{MAX_BLOCKS}")
+    if c.prompt.target_tokens is not None and not 1 <= c.prompt.target_tokens <= MAX_TARGET_TOKENS:
+        problems.append(f"prompt.target_tokens must be within 1..{MAX_TARGET_TOKENS}")
     if c.prompt.content_class not in CONTENT_CLASSES:
         problems.append(f"prompt.content_class must be one of {', '.join(CONTENT_CLASSES)}")
     if c.prompt.material not in (None, "code", "prose"):
@@ -94,8 +118,12 @@ def _check_values(c: Caliber, where: str) -> None:
         problems.append("prompt.target_tokens needs prompt.material")
     if not (c.prompt.task or c.prompt.text or c.prompt.material):
         problems.append("the prompt is empty: give prompt.task, prompt.text or prompt.material")
-    if c.output.max_tokens < 1:
-        problems.append("output.max_tokens must be >= 1")
+    if not 1 <= c.output.max_tokens <= MAX_OUTPUT_TOKENS:
+        problems.append(f"output.max_tokens must be within 1..{MAX_OUTPUT_TOKENS}")
+    if c.output.min_tokens is not None and c.output.min_tokens < 0:
+        problems.append("output.min_tokens must be >= 0")
+    if c.output.steady_state_start < 0:
+        problems.append("output.steady_state_start must be >= 0")
     if c.output.steady_state_start >= c.output.max_tokens:
         problems.append("output.steady_state_start must be below output.max_tokens")
     if c.output.min_tokens is not None and c.output.min_tokens > c.output.max_tokens:
@@ -104,6 +132,12 @@ def _check_values(c: Caliber, where: str) -> None:
         problems.append("sampling.temperature must be within 0..5")
     if not 0 < c.sampling.top_p <= 1:
         problems.append("sampling.top_p must be within (0, 1]")
+    for key in ("presence_penalty", "frequency_penalty", "repetition_penalty"):
+        value = getattr(c.sampling, key)
+        if value is not None and not math.isfinite(value):
+            problems.append(f"sampling.{key} must be a finite number")
+    if c.sampling.top_k is not None and c.sampling.top_k < -1:
+        problems.append("sampling.top_k must be >= -1 (-1 or 0: off)")
     if c.thinking and c.endpoint != "chat":
         problems.append("thinking needs endpoint = 'chat'")
     if problems:
@@ -113,6 +147,10 @@ def _check_values(c: Caliber, where: str) -> None:
 def load_file(path: Path) -> Caliber:
     where = str(path)
     try:
+        size = path.stat().st_size
+        if size > MAX_CALIBER_FILE_BYTES:
+            raise CaliberError(f"caliber file is {size} bytes; at most {MAX_CALIBER_FILE_BYTES} are read",
+                               where=where, remedy="A caliber is a page of TOML; generate long prompts with prompt.material")
         raw = path.read_bytes()
     except FileNotFoundError:
         raise CaliberError("caliber file not found", where=where,

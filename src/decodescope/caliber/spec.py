@@ -9,18 +9,32 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Literal
 
 from decodescope.caliber import material as mat
+from decodescope.errors import CaliberError
 
 Endpoint = Literal["chat", "completions"]
 CONTENT_CLASSES = ("code", "text", "chat")
 TASK_CLASSES = ("code", "chat", "long-text", "rewrite", "prose")
 IDENTITY_LEN = 12  # hex chars of sha256 shown and stored as the caliber identity
 
+# Limits a caliber is checked against before any material is generated (load.py), so a
+# typo cannot make `calibers show` allocate gigabytes or a probe open a million sockets.
 # Upper bound on material blocks a prompt may use; 64K-token prompts need ~400 code blocks.
 MAX_BLOCKS = 2000
+# Prompt tokens a target may ask for: 1M tokens is beyond the longest served context today,
+# and MAX_BLOCKS of material (~300K tokens) runs out well before it anyway.
+MAX_TARGET_TOKENS = 1 << 20
+# Output tokens per request: the longest generation limit engines accept today (1M context).
+MAX_OUTPUT_TOKENS = 1 << 20
+# Concurrent streams of one probe: each needs a socket; engines schedule a few hundred at once.
+MAX_CONCURRENCY = 1024
+# A caliber name is a file stem and half of `name@version`: no path separators, no quotes,
+# no "@", nothing a shell or TOML would read differently.
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,79}")
 
 
 @dataclass(frozen=True)
@@ -80,6 +94,10 @@ class Caliber:
         if p.material is None:
             return []
         count = n if n is not None else (p.blocks or max_blocks_for(p.target_tokens))
+        if not 0 <= count <= MAX_BLOCKS:  # load.py refuses it earlier; this guards other paths
+            raise CaliberError(f"caliber {self.ref} asks for {count} material blocks; at most "
+                               f"{MAX_BLOCKS} are generated", where="prompt.blocks",
+                               remedy=f"Use 0..{MAX_BLOCKS} blocks, or target_tokens")
         return mat.blocks(p.material, p.material_seed, count)
 
     def prompt_text(self, n_blocks: int | None = None) -> str:

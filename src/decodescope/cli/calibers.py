@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from decodescope.caliber.load import builtin_calibers, resolve, template
+from decodescope.caliber.load import builtin_calibers, check_name, resolve, template
 from decodescope.caliber.spec import element_table
 from decodescope.cli.common import emit, json_option
 from decodescope.errors import UsageError
@@ -72,7 +72,10 @@ def show_cmd(name: str, as_json: bool) -> None:
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
               help="File to write (default NAME.toml in the current directory).")
 def new_cmd(name: str, output: str | None) -> None:
-    """Write a commented caliber template NAME.toml to edit."""
+    """Write a commented caliber template NAME.toml to edit.
+
+    NAME: letters, digits, '.', '_', '-'; no path separators or quotes (-o picks the file)."""
+    check_name(name, "calibers new NAME")
     path = Path(output or f"{name}.toml")
     if path.exists():
         raise UsageError("file already exists", where=str(path), remedy="Choose another name or -o PATH")

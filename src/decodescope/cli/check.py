@@ -13,7 +13,7 @@ import click
 
 from decodescope.caliber.load import resolve
 from decodescope.caliber.spec import Caliber
-from decodescope.cli.common import emit, json_option, store_option, warn
+from decodescope.cli.common import emit, json_option, limit_options, store_option, warn
 from decodescope.cli.probe import parse_labels, read_api_key
 from decodescope.errors import CaliberError
 from decodescope.evidence import render_rows
@@ -83,7 +83,7 @@ def probe_options(f: Any) -> Any:
     ]
     for o in reversed(opts):
         f = o(f)
-    return f
+    return limit_options(f)  # --timeout / --deadline, applied around the whole command
 
 
 def make_options(trials: int, labels: tuple[str, ...], model: str | None, api_key_env: str | None,

@@ -29,7 +29,7 @@ from decodescope.telemetry.logs import (
     parse_time,
     window_step_rate,
 )
-from decodescope.telemetry.logs.accumulate import MAX_WINDOWS_KEPT
+from decodescope.telemetry.logs.accumulate import MAX_WINDOWS_KEPT, spec_of
 from decodescope.telemetry.logs.notes import human_bytes
 from decodescope.telemetry.window import EngineWindow
 
@@ -92,6 +92,7 @@ def _follow(file: str, since: str | None, until: str | None, engine: str | None,
     except KeyboardInterrupt:
         pass
     found = readers[0].engine.name if readers and readers[0].engine else None
+    acc.spec = spec_of(readers[0] if readers else None)
     summary = acc.finish(file, found, counts, selection)
     _emit(replace(summary, simulated=is_simulated(file)), as_json)
     return 0

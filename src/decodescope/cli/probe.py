@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from decodescope.caliber.load import resolve
-from decodescope.cli.common import emit, json_option, store_option, warn
+from decodescope.cli.common import emit, json_option, limit_options, store_option, warn
 from decodescope.errors import UsageError
 from decodescope.exitcodes import ExitCode
 from decodescope.findings import Finding
@@ -54,20 +54,23 @@ def read_api_key(var: str | None) -> str | None:
 @click.option("--api-key-env", default=None, metavar="VAR", help="Name of the environment variable holding the API key.")
 @click.option("--proxy", default=None, help="Send requests through this proxy (environment proxies are ignored by default).")
 @click.option("--log", "log_path", type=click.Path(dir_okay=False), default=None, help="Engine log file to tail during the run.")
-@click.option("--scrape-interval", default=1.0, show_default=True, type=click.FloatRange(0.05, 60), help="Prometheus scrape interval, seconds.")
+@click.option("--scrape-interval", default=1.0, show_default=True, type=click.FloatRange(0.05, 60), help="Longest Prometheus scrape interval, seconds; shorter trials get shorter intervals (about 12 scrapes per trial).")
+@click.option("--warmup", default=1, show_default=True, type=click.IntRange(0, 100), help="Requests sent before the trials and not counted (speculators that learn from earlier outputs, caches).")
 @click.option("--no-scrape", is_flag=True, help="Do not scrape /metrics.")
 @click.option("--no-fingerprint", is_flag=True, help="Do not collect the stack fingerprint.")
 @click.option("--watch-repo", "watch_repos", multiple=True, type=click.Path(), help="Repository to check the engine against (repeatable).")
+@limit_options
 @store_option
 @json_option
 def command(url: str, caliber_name: str, trials: int, labels: tuple[str, ...], model: str | None,
             api_key_env: str | None, proxy: str | None, log_path: str | None,
-            scrape_interval: float, no_scrape: bool, no_fingerprint: bool,
+            scrape_interval: float, warmup: int, no_scrape: bool, no_fingerprint: bool,
             watch_repos: tuple[str, ...], store_path: str | None, as_json: bool) -> int:
     """Probe URL under a caliber; store every trial; print client and engine numbers."""
     cal = resolve(caliber_name)
     settings = ProbeSettings(url=url, caliber=cal, trials=trials, labels=parse_labels(labels),
-                             model=model, api_key=read_api_key(api_key_env), proxy=proxy)
+                             model=model, api_key=read_api_key(api_key_env), proxy=proxy,
+                             warmup=warmup)
     store = Store.open(store_path)
     try:
         prepared = prepare(settings)

@@ -1,4 +1,8 @@
-"""`decodescope runs list | show RUN | export RUN`."""
+"""`decodescope runs list | show RUN | export RUN`.
+
+Read commands: the store is opened read-only (never created, migrated or written), so a
+read-only store can be listed and a mistyped --store says so instead of starting a new one.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from typing import Any
 import click
 
 from decodescope.cli.common import emit, json_option, store_option, to_jsonable
+from decodescope.redact import redact_text
 from decodescope.store import runs as sr
 from decodescope.store.db import SCHEMA_VERSION, Store
 
@@ -36,7 +41,7 @@ def list_cmd(caliber: str | None, label: str | None, limit: int, store_path: str
              as_json: bool) -> None:
     """List stored runs, newest first."""
     lab = tuple(label.split("=", 1)) if label and "=" in label else None
-    with Store.open(store_path) as st:
+    with Store.open(store_path, read_only=True) as st:
         runs = sr.list_runs(st, caliber=caliber, label=lab, limit=limit)  # type: ignore[arg-type]
         path = st.path
     rows = [{
@@ -78,7 +83,7 @@ def show_cmd(run: str, store_path: str | None, as_json: bool) -> None:
     """Show one run (id, `last`, or label key=value): caliber, trials, numbers, warnings."""
     from decodescope.report.text import render_run
 
-    with Store.open(store_path) as st:
+    with Store.open(store_path, read_only=True) as st:
         r = sr.get_run(st, sr.resolve_run_id(st, run), with_traces=False)
     emit(r.to_dict(with_traces=False), as_json, lambda _: render_run(r))
 
@@ -89,11 +94,12 @@ def show_cmd(run: str, store_path: str | None, as_json: bool) -> None:
 @store_option
 def export_cmd(run: str, output: str | None, store_path: str | None) -> None:
     """Export one run with its raw traces, windows and series as JSON."""
-    with Store.open(store_path) as st:
+    with Store.open(store_path, read_only=True) as st:
         r = sr.get_run(st, sr.resolve_run_id(st, run))
     doc = {"schema_version": SCHEMA_VERSION, "kind": "decodescope.run", "run": to_jsonable(r.to_dict())}
     text = json.dumps(doc, indent=1)
     if output:
+        text = redact_text(text)  # stdout gets this pass in run_click; a file gets it here
         with open(output, "w", encoding="utf-8") as f:
             f.write(text)
         click.echo(f"wrote {output}", err=True)

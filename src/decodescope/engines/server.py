@@ -128,16 +128,46 @@ def start_engine(
     port = settings.port or process.free_port()
     _check_port_free(directory, port)
 
+    template = write_template(directory)
+    cmd = build_args(install.binary, install.model, template, settings, port)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_ARG_")}
+    return launch(
+        cmd, env=env, port=port, directory=directory,
+        settings={**asdict(settings), "port": port, "extra": list(settings.extra)},
+        health_timeout_s=settings.health_timeout_s, name="llama-server",
+    )  # fmt: skip
+
+
+def write_template(directory: Path) -> Path:
+    """The project's Gemma chat template, copied beside the state files."""
     template = directory / TEMPLATE_NAME
     template.write_text(resources.files("decodescope.engines").joinpath(TEMPLATE_NAME).read_text())
-    cmd = build_args(install.binary, install.model, template, settings, port)
+    return template
+
+
+def launch(
+    cmd: list[str],
+    *,
+    env: dict[str, str],
+    port: int,
+    directory: Path,
+    settings: dict[str, object],
+    health_timeout_s: float,
+    name: str,
+    cwd: Path | None = None,
+) -> RunningEngine:
+    """Start a server command in its own session, record it, wait for /health 200.
+
+    Shared by every embedded engine: the log goes to the state dir's engine-<port>.log, the
+    record (pid + create time + cmdline) to engine-<port>.json. On failure the process (and
+    any children it started) is ended and the record removed.
+    """
     log = state.log_path(directory, port)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_ARG_")}
     t0 = time.monotonic()
     with open(log, "wb") as log_fh:
         proc = subprocess.Popen(
             cmd, stdout=log_fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env=env, start_new_session=True,
+            env=env, start_new_session=True, cwd=cwd,
         )  # fmt: skip
     process.CHILDREN[proc.pid] = proc
     try:
@@ -152,18 +182,35 @@ def start_engine(
         cmdline=tuple(cmd),
         started_at=time.time(),
         create_time=create_time,
-        settings={**asdict(settings), "port": port, "extra": list(settings.extra)},
+        settings=dict(settings),
     )
     state.write_record(directory, engine)
     try:
-        _wait_healthy(proc, engine, settings.health_timeout_s)
+        _wait_healthy(proc, engine, health_timeout_s, name)
     except BaseException:
-        process.terminate(proc.pid, STOP_GRACE_S)
+        grace = float(settings.get("stop_grace_s") or STOP_GRACE_S)  # type: ignore[arg-type]
+        terminate_tree(proc.pid, grace)
         state.remove_record(directory, port)
         raise
     engine = replace(engine, ready_s=round(time.monotonic() - t0, 2))
     state.write_record(directory, engine)
     return engine
+
+
+def terminate_tree(pid: int, grace_s: float) -> str:
+    """SIGTERM the process, then end any of its children that outlived it (by pid)."""
+    try:
+        kids = psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        kids = []
+    used = process.terminate(pid, grace_s)
+    for kid in kids:
+        try:
+            if kid.is_running() and kid.status() != psutil.STATUS_ZOMBIE:
+                process.terminate(kid.pid, grace_s)
+        except psutil.Error:
+            continue
+    return used
 
 
 @dataclass(frozen=True)
@@ -190,7 +237,8 @@ def stop_engine(
         process.reap(record.pid)
         state.remove_record(directory, port)
         return StopResult(port, record.pid, False, None, "not running (stale state removed)")
-    used = process.terminate(record.pid, grace_s)
+    grace = float(record.settings.get("stop_grace_s") or grace_s)
+    used = terminate_tree(record.pid, grace)
     state.remove_record(directory, port)
     return StopResult(port, record.pid, True, used, f"stopped pid {record.pid} ({used})")
 
@@ -222,7 +270,7 @@ def running_engine(
     finally:
         stop_engine(engine.port, state_dir=state_dir)
         if engine.pid in process.CHILDREN:  # our own child, whatever its record says
-            process.terminate(engine.pid, STOP_GRACE_S)
+            terminate_tree(engine.pid, STOP_GRACE_S)
 
 
 def _check_port_free(directory: Path, port: int) -> None:
@@ -246,14 +294,15 @@ def _check_port_free(directory: Path, port: int) -> None:
         )
 
 
-def _wait_healthy(proc: subprocess.Popen[bytes], engine: RunningEngine, timeout_s: float) -> None:
+def _wait_healthy(proc: subprocess.Popen[bytes], engine: RunningEngine, timeout_s: float,
+                  name: str = "llama-server") -> None:
     deadline = time.monotonic() + timeout_s
     last = "no answer"
     with httpx.Client(trust_env=False, timeout=2.0) as client:
         while time.monotonic() < deadline:
             if proc.poll() is not None:
                 raise EngineError(
-                    f"llama-server exited with code {proc.returncode} while starting: "
+                    f"{name} exited with code {proc.returncode} while starting: "
                     f"{_log_hint(engine.log_path)}",
                     where=str(engine.log_path),
                     remedy="read the log; an unknown flag in --extra or a busy port are usual causes",
@@ -267,7 +316,7 @@ def _wait_healthy(proc: subprocess.Popen[bytes], engine: RunningEngine, timeout_
                 last = type(exc).__name__
             time.sleep(_POLL_S)
     raise EngineError(
-        f"llama-server was not healthy after {timeout_s:g} s (last: {last})",
+        f"{name} was not healthy after {timeout_s:g} s (last: {last})",
         where=str(engine.log_path),
         remedy="read the log; raise the timeout with --timeout on a slow machine",
     )

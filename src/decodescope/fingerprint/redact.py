@@ -1,243 +1,40 @@
-"""Redaction: secrets never reach storage, JSON or the terminal.
+"""Redaction for the fingerprint: the rules live in `decodescope.redact` (shared with the store,
+the probe and the CLI's output), re-exported here where the collectors import them."""
 
-Applied at the source (every collector redacts what it reads) and once more over the whole
-fingerprint before it is built. What counts as a secret:
+from decodescope.redact import (
+    GENERIC_TOKEN_MIN_LEN,
+    MIN_REGISTERED_SECRET_LEN,
+    REDACTED,
+    clear_registered_secrets,
+    is_secret_name,
+    redact_cmdline,
+    redact_env,
+    redact_headers,
+    redact_literals,
+    redact_obj,
+    redact_record,
+    redact_text,
+    redact_url,
+    register_secret,
+    register_url_secrets,
+    registered_secrets,
+)
 
-- values of options, env vars, headers, JSON keys and URL query params whose *name* says
-  key / token / secret / password / credential / auth / cookie / signature;
-- URL userinfo (`user:pass@`);
-- strings in a known key format (`sk-…`, `hf_…`, `ghp_…`, `github_pat_…`, `xox?-…`, `AKIA…`,
-  JWTs, `Bearer …` / `Basic …` values) and long mixed-case base64-like runs;
-- any literal registered with `register_secret` (the probe registers the API key it read).
-
-Over-redaction is accepted; a leak is not.
-"""
-
-from __future__ import annotations
-
-import re
-import threading
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
-from urllib.parse import parse_qsl, quote, urlsplit, urlunsplit
-
-REDACTED = "<redacted>"
-
-# Shortest literal register_secret accepts: replacing 1–3 character strings everywhere would
-# shred ordinary text and protects nothing (no real key is that short).
-MIN_REGISTERED_SECRET_LEN = 4
-# Generic high-entropy run: at least this long, with upper, lower and digit characters and no
-# word separators (so model names like Qwen3-Coder-480B-A35B-Instruct are not caught).
-GENERIC_TOKEN_MIN_LEN = 32
-
-_registered: set[str] = set()
-_lock = threading.Lock()
-
-# Name parts (split on - _ . and camel-case boundaries are not split) that mark a secret.
-_SECRET_PARTS = {
-    "key", "apikey", "token", "secret", "password", "passwd", "pass", "pwd", "passphrase",
-    "credential", "credentials", "auth", "authorization", "cookie", "sig", "signature",
-    "pat", "bearer", "session", "sessionid", "jwt",
-}
-_SECRET_SUFFIXES = ("key", "token", "secret", "password", "passwd", "cookie", "credential",
-                    "credentials", "signature")
-_SECRET_PREFIXES = ("passw", "secret", "credential", "auth", "apikey", "accesstoken")
-# Names that match the rules above but never hold secrets.
-_NOT_SECRET_NAMES = {"tokenizers_parallelism", "pythonhashseed"}
-# Short options that take a key (`-k KEY`).
-_SECRET_SHORT_OPTIONS = {"-k"}
-
-_KNOWN_FORMATS = [
-    re.compile(r"\bsk-(?:proj-|ant-|live-|test-)?[A-Za-z0-9_\-]{16,}"),
-    re.compile(r"\bhf_[A-Za-z0-9]{16,}"),
-    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}"),
-    re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}"),
-    re.compile(r"\bglpat-[A-Za-z0-9_\-]{16,}"),
-    re.compile(r"\bxox[abprs]-[A-Za-z0-9\-]{10,}"),
-    re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
-    re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),
+__all__ = [
+    "GENERIC_TOKEN_MIN_LEN",
+    "MIN_REGISTERED_SECRET_LEN",
+    "REDACTED",
+    "clear_registered_secrets",
+    "is_secret_name",
+    "redact_cmdline",
+    "redact_env",
+    "redact_headers",
+    "redact_literals",
+    "redact_obj",
+    "redact_record",
+    "redact_text",
+    "redact_url",
+    "register_secret",
+    "register_url_secrets",
+    "registered_secrets",
 ]
-_AUTH_SCHEME = re.compile(r"\b(Bearer|Basic|Token|Digest)\s+([^\s\"',;]+)", re.IGNORECASE)
-_HEADER_IN_TEXT = re.compile(
-    r"\b((?:proxy-)?authorization|x-api-key|api-key|x-auth-token|cookie|set-cookie)"
-    r"(\s*:\s*)([^\r\n\"']+)", re.IGNORECASE)
-_USERINFO_IN_TEXT = re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.\-]*://)([^/\s@'\"]+)@")
-_KV_IN_TEXT = re.compile(
-    r"(?P<name>[A-Za-z0-9_.\-]*(?:key|token|secret|passw(?:or)?d|credential|auth|sig|signature)"
-    r"[A-Za-z0-9_.\-]*)(?P<sep>[\"']?\s*[=:]\s*[\"'\[]*)(?P<value>[^\s&\"',;}\]]+)", re.IGNORECASE)
-_GENERIC_RUN = re.compile(rf"[A-Za-z0-9+=]{{{GENERIC_TOKEN_MIN_LEN},}}")
-
-
-def register_secret(value: str | None) -> None:
-    """Redact this literal everywhere from now on (e.g. the API key the probe sends)."""
-    if value and len(value) >= MIN_REGISTERED_SECRET_LEN:
-        with _lock:
-            _registered.add(value)
-
-
-def clear_registered_secrets() -> None:
-    """Forget registered literals (tests)."""
-    with _lock:
-        _registered.clear()
-
-
-def is_secret_name(name: str) -> bool:
-    """True when an option / env var / header / key name says its value is a secret."""
-    low = name.strip().lstrip("-").lower()
-    if not low or low in _NOT_SECRET_NAMES:
-        return False
-    parts = [p for p in re.split(r"[-_.\s]+", low) if p]
-    for part in parts:
-        if part in _SECRET_PARTS:
-            return True
-        if part.endswith(_SECRET_SUFFIXES) or part.startswith(_SECRET_PREFIXES):
-            return True
-    return False
-
-
-def _generic_hit(m: re.Match[str]) -> str:
-    s = m.group(0)
-    if (any(c.isupper() for c in s) and any(c.islower() for c in s)
-            and any(c.isdigit() for c in s)):
-        return REDACTED
-    return s
-
-
-def redact_text(text: str) -> str:
-    """Redact secrets inside free text (log lines, argv elements, error messages)."""
-    if not text:
-        return text
-    with _lock:
-        literals = sorted(_registered, key=len, reverse=True)
-    for lit in literals:
-        if lit in text:
-            text = text.replace(lit, REDACTED)
-    text = _USERINFO_IN_TEXT.sub(lambda m: f"{m.group(1)}{REDACTED}@", text)
-    text = _HEADER_IN_TEXT.sub(_header_in_text, text)
-    text = _AUTH_SCHEME.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
-    text = _KV_IN_TEXT.sub(_kv_in_text, text)
-    for pat in _KNOWN_FORMATS:
-        text = pat.sub(REDACTED, text)
-    return _GENERIC_RUN.sub(_generic_hit, text)
-
-
-def _header_in_text(m: re.Match[str]) -> str:
-    value = m.group(3)
-    scheme = re.match(r"\s*(Bearer|Basic|Token|Digest)\s+", value, re.IGNORECASE)
-    kept = f"{scheme.group(1)} " if scheme else ""
-    return f"{m.group(1)}{m.group(2)}{kept}{REDACTED}"
-
-
-def _kv_in_text(m: re.Match[str]) -> str:
-    value = m.group("value")
-    if (not is_secret_name(m.group("name")) or value == REDACTED
-            or value.lower() in ("bearer", "basic", "token", "digest", "none", "null")):
-        return m.group(0)
-    return f"{m.group('name')}{m.group('sep')}{REDACTED}"
-
-
-def redact_url(url: str) -> str:
-    """Drop userinfo, redact secret query params, then known key formats."""
-    if not url:
-        return url
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return redact_text(url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        netloc = f"{REDACTED}@{netloc.rsplit('@', 1)[1]}"
-    query = parts.query
-    if query:
-        pairs = parse_qsl(query, keep_blank_values=True)
-        query = "&".join(
-            f"{quote(k, safe='')}={REDACTED if is_secret_name(k) else quote(v, safe='/:')}"
-            for k, v in pairs)
-    rebuilt = urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-    return redact_text(rebuilt)
-
-
-def redact_cmdline(argv: Sequence[str]) -> list[str]:
-    """Redact values of secret options (`--api-key X`, `--api-key=X`, `-k X`), `NAME=VALUE`
-    assignments with secret names, header values, URLs, and known key formats."""
-    out: list[str] = []
-    redact_next = False
-    for arg in argv:
-        if redact_next:
-            redact_next = False
-            if not _looks_like_option(arg):
-                out.append(REDACTED)
-                continue
-        if arg.startswith("-") and not _is_number(arg):
-            name, eq, value = arg.partition("=")
-            secret = is_secret_name(name) or name in _SECRET_SHORT_OPTIONS
-            if secret and eq:
-                out.append(f"{name}={REDACTED}")
-                continue
-            if secret:
-                out.append(arg)
-                redact_next = True
-                continue
-        name, eq, value = arg.partition("=")
-        if eq and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) and is_secret_name(name):
-            out.append(f"{name}={REDACTED}")
-            continue
-        out.append(_redact_value(arg))
-    return out
-
-
-def _looks_like_option(arg: str) -> bool:
-    return arg.startswith("-") and len(arg) > 1 and not _is_number(arg)
-
-
-def _is_number(arg: str) -> bool:
-    try:
-        float(arg)
-    except ValueError:
-        return False
-    return True
-
-
-def _redact_value(value: str) -> str:
-    """A lone URL gets URL rules; free text (with spaces) gets text rules, which also catch
-    userinfo and secret query params inside it without re-encoding the rest."""
-    if "://" in value and not any(c.isspace() for c in value):
-        return redact_url(value)
-    return redact_text(value)
-
-
-def redact_env(env: Mapping[str, str]) -> dict[str, str]:
-    """Secret-named variables become `<redacted>`; URLs lose userinfo; the rest is scanned."""
-    return {k: REDACTED if is_secret_name(k) else _redact_value(v) for k, v in env.items()}
-
-
-def redact_headers(headers: Mapping[str, str] | Iterable[tuple[str, str]]) -> dict[str, str]:
-    """Secret headers keep only their auth scheme (`Bearer <redacted>`)."""
-    items = headers.items() if isinstance(headers, Mapping) else headers
-    out: dict[str, str] = {}
-    for k, v in items:
-        if is_secret_name(k):
-            scheme = re.match(r"\s*(Bearer|Basic|Token|Digest)\s+", v, re.IGNORECASE)
-            out[k] = f"{scheme.group(1)} {REDACTED}" if scheme else REDACTED
-        else:
-            out[k] = _redact_value(v)
-    return out
-
-
-def redact_obj(obj: Any) -> Any:
-    """Deep redaction of a JSON-able value (dict keys with secret names lose their values)."""
-    if isinstance(obj, Mapping):
-        out: dict[Any, Any] = {}
-        for k, v in obj.items():
-            if isinstance(k, str) and is_secret_name(k) and v not in (None, True, False, ""):
-                out[k] = REDACTED
-            else:
-                out[k] = redact_obj(v)
-        return out
-    if isinstance(obj, list):
-        return [redact_obj(v) for v in obj]
-    if isinstance(obj, tuple):
-        return tuple(redact_obj(v) for v in obj)
-    if isinstance(obj, str):
-        return _redact_value(obj)
-    return obj

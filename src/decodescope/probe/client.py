@@ -8,13 +8,26 @@ Two transport paths, one interpretation (`_Recorder`): a client from `make_clien
 proxy streams plain-http URLs through probe/h1.py (one read callback per socket read, kernel
 receipt times on Linux); https, proxies and any other httpx client (MockTransport in tests) go
 through httpx. docs/performance.md measures both against the simulator's ground truth.
+
+Bounded (docs/faults.md): a response may carry what its request can produce and no more. A
+200 that is not SSE is refused at its headers; an error body is read up to
+MAX_ERROR_BODY_BYTES; a stream is cut (ResponseTooLargeError, exit 5) past TOKEN_MARGIN x
+max_tokens + TOKEN_SLACK chunks or tokens, or past BYTES_PER_TOKEN bytes per max_tokens token.
+No byte for `idle_timeout_s` ends a request, and so does `deadline_s` after it was sent.
+`stream_limits(...)` sets both for the requests made inside it (the CLI's --timeout and
+--deadline); the caller's own arguments win.
 """
 
 from __future__ import annotations
 
+import asyncio
+import errno
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, replace
 from typing import Any
 
 import httpx
@@ -26,6 +39,8 @@ from decodescope.errors import (
     ModelNotServedError,
     NotSSEError,
     ProtocolError,
+    ResourceLimitError,
+    ResponseTooLargeError,
     ServerError,
     StreamClosedError,
     UnreachableError,
@@ -41,6 +56,100 @@ CONNECT_TIMEOUT_S = 10.0
 # No byte for this long mid-stream counts as a stalled server (long prefills of 64K prompts
 # on a busy server can take minutes before the first byte).
 READ_TIMEOUT_S = 600.0
+# What one response may carry (see the module docstring). A server that ignores max_tokens is
+# broken, not slow: 2x the tokens asked for, plus room for role / finish / usage chunks.
+TOKEN_MARGIN = 2
+TOKEN_SLACK = 64
+# A vLLM chunk with continuous usage stats is ~350 bytes, ~3 KB with 20 top logprobs.
+BYTES_PER_TOKEN = 16 * 1024
+MIN_BODY_BYTES = 4 * 1024 * 1024
+BODY_BYTES_NO_MAX_TOKENS = 256 * 1024 * 1024  # a request without max_tokens (not a caliber's)
+MAX_ERROR_BODY_BYTES = 64 * 1024  # an error answer's text, enough for any JSON error
+# File descriptors kept free beside one socket per connection (store, logs, scrapes, stdio).
+FD_HEADROOM = 64
+
+
+@dataclass(frozen=True)
+class StreamLimits:
+    """The time limits of a streaming request."""
+
+    idle_timeout_s: float = READ_TIMEOUT_S  # no byte for this long ends the request
+    deadline_s: float | None = None  # the request may take this long in all, from send
+
+
+_LIMITS: ContextVar[StreamLimits] = ContextVar("decodescope_stream_limits", default=StreamLimits())
+
+
+def current_limits() -> StreamLimits:
+    return _LIMITS.get()
+
+
+@contextmanager
+def stream_limits(idle_timeout_s: float | None = None,
+                  deadline_s: float | None = None) -> Iterator[StreamLimits]:
+    """Limits for the clients made and requests sent inside this block (the CLI's --timeout
+    and --deadline reach probe/runner.py this way); None keeps the current value."""
+    cur = _LIMITS.get()
+    new = replace(cur, idle_timeout_s=cur.idle_timeout_s if idle_timeout_s is None else idle_timeout_s,
+                  deadline_s=cur.deadline_s if deadline_s is None else deadline_s)
+    token = _LIMITS.set(new)
+    try:
+        yield new
+    finally:
+        _LIMITS.reset(token)
+
+
+def body_cap(body: Mapping[str, Any]) -> tuple[int | None, int]:
+    """(max chunks or tokens, max bytes) a response to this request body may carry."""
+    mt = body.get("max_tokens", body.get("max_completion_tokens"))
+    if not isinstance(mt, int) or isinstance(mt, bool) or mt < 1:
+        return None, BODY_BYTES_NO_MAX_TOKENS
+    return TOKEN_MARGIN * mt + TOKEN_SLACK, max(MIN_BODY_BYTES, BYTES_PER_TOKEN * mt)
+
+
+def raise_open_file_limit(needed: int) -> int:
+    """Raise the soft open-file limit towards `needed` (up to the hard limit); return the soft
+    limit now in force (a large number where there is no such limit)."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not on Windows
+        return 1 << 30
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return 1 << 30 if soft == resource.RLIM_INFINITY else soft
+    target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    except (ValueError, OSError):
+        return soft
+    return target
+
+
+def too_many_files(exc: BaseException) -> bool:
+    """True when an exception (or one it came from) is EMFILE / ENFILE."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            return False
+        if isinstance(seen, OSError) and seen.errno in (errno.EMFILE, errno.ENFILE):
+            return True
+        if "Too many open files" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def open_files_error(where: str, max_connections: int) -> ResourceLimitError:
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except ImportError:  # pragma: no cover
+        soft = -1
+    return ResourceLimitError(
+        f"too many open files: {max_connections} connections need more than this process's "
+        f"open-file limit ({soft})", where=where,
+        remedy="Lower the caliber's concurrency, or raise the limit (`ulimit -n`) and rerun")
 
 
 class ProbeClient(httpx.AsyncClient):
@@ -62,8 +171,13 @@ class ProbeClient(httpx.AsyncClient):
         await super().__aexit__(*exc)
 
 
-def make_client(proxy: str | None = None, timeout_s: float = READ_TIMEOUT_S,
+def make_client(proxy: str | None = None, timeout_s: float | None = None,
                 max_connections: int = 256) -> httpx.AsyncClient:
+    """A client for streaming requests; `timeout_s` (no byte for this long) defaults to the
+    current `stream_limits`. Raises the open-file limit so every connection gets a socket."""
+    if timeout_s is None:
+        timeout_s = current_limits().idle_timeout_s
+    raise_open_file_limit(max_connections + FD_HEADROOM)
     return ProbeClient(
         trust_env=False,
         proxy=proxy,
@@ -87,33 +201,56 @@ async def stream_request(
     api_key: str | None = None,
     clock: Clock = time.perf_counter,
     on_chunk: Callable[[Chunk], None] | None = None,
+    deadline_s: float | None = None,
+    max_body_bytes: int | None = None,
 ) -> RequestTrace:
     """Send one streaming request; return its trace. Failures come back as a trace with
     `error` set (never raised), so a caller can keep what was received; `raise_for_trace`
     turns such a trace into the matching exception.
 
     Every socket read is timestamped once (`clock()`), and each chunk it completes gets that
-    time: a chunk's receipt time is when its last byte was read."""
+    time: a chunk's receipt time is when its last byte was read.
+
+    Bounded: `deadline_s` (default: the current `stream_limits`) for the whole request, and
+    what the body's max_tokens allows (`body_cap`; `max_body_bytes` overrides the bytes)."""
     url = base_url.rstrip("/") + path
+    if deadline_s is None:
+        deadline_s = current_limits().deadline_s
+    max_chunks, cap_bytes = body_cap(body)
     t_send = clock()
-    rec = _Recorder(url, body.get("model"), on_chunk)
+    rec = _Recorder(url, body.get("model"), on_chunk, max_chunks=max_chunks,
+                    max_body_bytes=max_body_bytes or cap_bytes)
     state, chunks = rec.state, rec.rows
     h1 = getattr(client, "h1", None)
     try:
         if isinstance(h1, H1Pool) and h1.accepts(url):
             content = json.dumps(body).encode()
-            await h1.stream(url, content, auth_headers(api_key), rec, clock)
+            send = h1.stream(url, content, auth_headers(api_key), rec, clock)
         else:
-            await _stream_httpx(client, url, body, auth_headers(api_key), rec, clock)
+            send = _stream_httpx(client, url, body, auth_headers(api_key), rec, clock)
+        if deadline_s is not None:
+            await asyncio.wait_for(send, deadline_s)
+        else:
+            await send
         for data in rec.parser.close():
             rec.event(data, clock())
         if not state.done and state.finish_reason is None:
             raise StreamClosedError("server closed the stream before it finished",
                                     where=f"{url}, after {len(chunks)} chunks",
                                     remedy="Check the server log for a crash or restart; rerun the probe")
-    except (EndpointError, ProtocolError) as exc:
+    except (EndpointError, ProtocolError, ResourceLimitError) as exc:
         return state.trace(t_send, rec.t_headers, chunks, rec.status, clock(), exc)
+    except asyncio.TimeoutError:
+        cls0 = UnreachableError if rec.t_headers is None else StreamClosedError
+        what = "no answer" if rec.t_headers is None else "the stream did not finish"
+        err0 = cls0(f"{what} within the deadline of {deadline_s:g} s", where=f"{url}, after {len(chunks)} chunks",
+                    remedy="The server is stalled or overloaded; check its log, or give a longer --deadline")
+        return state.trace(t_send, rec.t_headers, chunks, rec.status, clock(), err0)
     except httpx.ConnectError as exc:
+        if too_many_files(exc):
+            limit = getattr(h1, "max_connections", 0) if isinstance(h1, H1Pool) else 0
+            return state.trace(t_send, rec.t_headers, chunks, rec.status, clock(),
+                               open_files_error(url, limit or 1))
         err = UnreachableError(f"cannot connect: {_reason(exc)}", where=url,
                                remedy="Is the server running and listening on that host:port? Try `decodescope doctor URL`")
         return state.trace(t_send, rec.t_headers, chunks, rec.status, clock(), err)
@@ -130,15 +267,21 @@ async def stream_request(
     except httpx.HTTPError as exc:
         err4 = UnreachableError(f"HTTP failure: {_reason(exc)}", where=url)
         return state.trace(t_send, rec.t_headers, chunks, rec.status, clock(), err4)
+    except OSError as exc:
+        if not too_many_files(exc):
+            raise
+        return state.trace(t_send, rec.t_headers, chunks, rec.status, clock(),
+                           open_files_error(url, getattr(h1, "max_connections", 1)))
     return state.trace(t_send, rec.t_headers, chunks, rec.status, clock(), None)
 
 
 async def _stream_httpx(client: httpx.AsyncClient, url: str, body: dict[str, Any],
                         headers: dict[str, str], rec: _Recorder, clock: Clock) -> None:
     async with client.stream("POST", url, json=body, headers=headers) as resp:
-        rec.on_head(resp.status_code, resp.headers, clock())
-        if not rec.sse:
-            rec.on_body(await resp.aread(), clock())
+        rec.on_head(resp.status_code, resp.headers, clock())  # raises for a 200 that is not SSE
+        if not rec.sse:  # an error answer: on_body raises once it has enough text to say why
+            async for block in resp.aiter_bytes():
+                rec.on_body(block, clock())
             rec.on_end(clock())
             return
         async for block in resp.aiter_raw():
@@ -149,8 +292,13 @@ class _Recorder:
     """Receives one response (head, body blocks, end) from either transport path and turns
     its SSE events into chunks. Raises the endpoint and protocol errors."""
 
-    def __init__(self, url: str, model: Any, on_chunk: Callable[[Chunk], None] | None) -> None:
+    def __init__(self, url: str, model: Any, on_chunk: Callable[[Chunk], None] | None, *,
+                 max_chunks: int | None = None,
+                 max_body_bytes: int = BODY_BYTES_NO_MAX_TOKENS) -> None:
         self.url = url
+        self.max_chunks = max_chunks
+        self.max_body_bytes = max_body_bytes
+        self.body_bytes = 0
         self.model = model
         self.on_chunk = on_chunk
         self.state = _StreamState()
@@ -169,14 +317,28 @@ class _Recorder:
     def on_head(self, status: int, headers: Mapping[str, str], t: float) -> None:
         self.t_headers, self.status = t, status
         self._ctype = headers.get("content-type", "")
-        self.sse = status == 200 and "text/event-stream" in self._ctype
+        self.sse = status == 200 and "text/event-stream" in self._ctype.lower()
         if self.sse:
             self.state.request_id = headers.get("x-request-id")
+        elif status == 200:  # refused here: an endless page must not be read at all
+            ctype = self._ctype
+            kind = "HTML" if "html" in ctype.lower() else ctype or "no content-type"
+            raise NotSSEError(f"server answered a streaming request with {kind}, not SSE",
+                              where=self.url,
+                              remedy="Point the URL at the OpenAI-compatible server root (not a proxy or web UI)")
 
     def on_body(self, block: bytes, t: float) -> None:
+        self.body_bytes += len(block)
         if not self.sse:
             self._body.append(block)
+            if self.body_bytes >= MAX_ERROR_BODY_BYTES:  # enough to say why; stop reading
+                self.on_end(t)
             return
+        if self.body_bytes > self.max_body_bytes:
+            raise ResponseTooLargeError(
+                f"the stream passed {self.max_body_bytes} bytes, more than the request can produce",
+                where=f"{self.url}, after {len(self.rows)} chunks",
+                remedy="The server ignores max_tokens or sends junk; check the server or a proxy in between")
         on_event, rows, on_chunk = self.state.on_event, self.rows, self.on_chunk
         for data in self.parser.feed(block):  # self.event, inlined: this runs for every chunk
             row = on_event(data, t, self.url)
@@ -184,6 +346,13 @@ class _Recorder:
                 rows.append(row)
                 if on_chunk is not None:
                     on_chunk(Chunk(*row))
+        cap = self.max_chunks
+        if cap is not None and (len(rows) > cap or self.state.last_completion_tokens > cap):
+            raise ResponseTooLargeError(
+                f"the stream passed {cap} chunks or tokens, more than max_tokens allows "
+                f"({len(rows)} chunks, {self.state.last_completion_tokens} tokens by usage)",
+                where=self.url,
+                remedy="The server ignores max_tokens; check the engine's version and options")
 
     def event(self, data: str, t: float) -> None:
         row = self.state.on_event(data, t, self.url)
@@ -195,14 +364,8 @@ class _Recorder:
     def on_end(self, t: float) -> None:
         if self.sse:
             return
-        raw = b"".join(self._body)
-        if self.status != 200:
-            raise _http_error(self.status or 0, raw.decode("utf-8", "replace"), self.url, self.model)
-        ctype = self._ctype
-        head = raw[:200].decode("utf-8", "replace")
-        kind = "HTML" if ("html" in ctype or head.lstrip().startswith("<")) else ctype or "no content-type"
-        raise NotSSEError(f"server answered a streaming request with {kind}, not SSE",
-                          where=self.url, remedy="Point the URL at the OpenAI-compatible server root (not a proxy or web UI)")
+        raw = b"".join(self._body)[:MAX_ERROR_BODY_BYTES]
+        raise _http_error(self.status or 0, raw.decode("utf-8", "replace"), self.url, self.model)
 
 
 def _reason(exc: Exception) -> str:
@@ -319,8 +482,8 @@ def _one_line(error: Exception | None) -> str | None:
 
 ERROR_CLASSES: dict[str, type[Exception]] = {
     c.__name__: c for c in (AuthError, EndpointError, MalformedSSEError, ModelNotServedError,
-                            NotSSEError, ProtocolError, ServerError, StreamClosedError,
-                            UnreachableError)
+                            NotSSEError, ProtocolError, ResourceLimitError, ResponseTooLargeError,
+                            ServerError, StreamClosedError, UnreachableError)
 }
 
 

@@ -32,7 +32,9 @@ from urllib.parse import urlsplit
 import httpx
 
 Clock = Callable[[], float]
-MAX_HEAD_BYTES = 64 * 1024  # a response head larger than this is not an inference server's
+# A response head larger than this is not an inference server's; nor is a chunk-size line or
+# the trailers after the last chunk (a line that never ends must not grow the buffer forever).
+MAX_HEAD_BYTES = 64 * 1024
 # One read takes at most this much (a busier socket is read again on the next callback). Not
 # asyncio's 256 KiB: CPython allocates the whole buffer per call, and above glibc's mmap
 # threshold that costs ~15 us a read here, more than parsing the chunk.
@@ -261,6 +263,8 @@ class _Conn:
             pos = eol + 2
             self._left = size
         self._buf = buf[pos:]
+        if len(self._buf) > MAX_HEAD_BYTES:
+            raise httpx.RemoteProtocolError("chunk size line or trailers too long")
         if out:
             self._sink.on_body(b"".join(out) if len(out) > 1 else out[0], t)  # type: ignore[union-attr]
         if ended:

@@ -5,7 +5,11 @@
 - ITL: a chunk carrying n tokens after a gap g gives n samples of g/n; the first chunk's extra
   tokens give samples of 0. So len(itl) == output tokens - 1 and sum(itl) == t_last - t_first.
 - decode rate: tokens per second after the caliber's steady-state start, measured between
-  token-carrying chunks, so TTFT is never inside it.
+  token-carrying chunks, so TTFT is never inside it. Stalls (glossary) are kept out of it.
+- stall: a gap between token-carrying chunks longer than STALL_FACTOR × the request's own
+  median gap and at least STALL_MIN_S — the server paused (preemption, swapping, another
+  request's prefill, host contention), not a slower step. Reported by count and length;
+  `decode_rate_with_stalls` keeps them in.
 """
 
 from __future__ import annotations
@@ -15,16 +19,23 @@ from typing import Any
 
 from decodescope.probe.trace import RequestTrace
 
+# A gap is a stall when it is this many times the request's median inter-chunk gap ...
+STALL_FACTOR = 10.0
+# ... and at least this long (a scheduler hiccup of a few ms is not worth a name).
+STALL_MIN_S = 0.05
+
 
 @dataclass(frozen=True)
 class RequestMetrics:
     ttft_s: float | None
     ttfot_s: float | None
     e2e_s: float | None
-    output_tokens: int | None  # from usage
+    output_tokens: int | None  # from usage, else from the server's tokenizer (None: unknown)
     prompt_tokens: int | None
     reasoning_tokens: int | None  # usage detail, else tokens of reasoning chunks
-    tokens_per_chunk_source: str  # "usage" (exact) | "one-per-chunk" | "estimated"
+    # "usage" (exact) | "tokenized" (the server's tokenizer over each chunk) | "one-per-chunk"
+    # (usage total = chunks) | "estimated" (usage total only) | "unknown" (no usage, no tokenizer)
+    tokens_per_chunk_source: str
     chunks_with_tokens: int
     mean_tokens_per_chunk: float | None
     decode_rate: float | None  # steady-state tokens/s
@@ -37,6 +48,12 @@ class RequestMetrics:
     itl_median_s: float | None
     itl_p99_s: float | None
     finish_reason: str | None
+    stalls: tuple[tuple[float, float], ...] = ()  # (start, end) perf_counter of each stall
+    decode_rate_with_stalls: float | None = None  # steady-state rate with the stalls kept in
+
+    @property
+    def stall_s(self) -> float:
+        return sum(b - a for a, b in self.stalls)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -50,11 +67,20 @@ def token_points(trace: RequestTrace) -> tuple[list[tuple[float, int, bool]], st
         pts = [(c.t_recv_s, c.tokens or 0, bool(c.reasoning) and not c.content)
                for c in trace.chunks if (c.tokens or 0) > 0]
         return pts, "usage"
+    tokenized = trace.extra.get("chunk_tokens") if trace.extra else None
+    if isinstance(tokenized, list) and len(tokenized) == len(trace.chunks):
+        pts = [(c.t_recv_s, int(n), bool(c.reasoning) and not c.content)
+               for c, n in zip(trace.chunks, tokenized, strict=True) if n]
+        return pts, "tokenized"
     pts = [(c.t_recv_s, 1, bool(c.reasoning) and not c.content)
            for c in text_chunks if c.content or c.reasoning]
 
     total = trace.completion_tokens
-    if total is None or total == len(pts):
+    if total is None:
+        # No usage and no tokenizer: a chunk may carry several tokens (speculative decoding),
+        # so counting chunks would understate the rate. The count is unknown.
+        return pts, "unknown"
+    if total == len(pts):
         return pts, "one-per-chunk"
     # Chunks and usage disagree (several tokens per chunk without continuous usage, or the
     # usage counts an EOS): keep chunk times, scale counts so the total matches usage.
@@ -90,17 +116,26 @@ def compute(trace: RequestTrace, steady_state_start: int = 0) -> RequestMetrics:
     if len(pts) >= 2 and pts[-1][0] > pts[0][0]:
         decode_all = (n_tokens - pts[0][1]) / (pts[-1][0] - pts[0][0])
 
-    decode, steady_tokens, t_a, t_b = _steady(pts, steady_state_start)
+    decode_wall, steady_tokens, t_a, t_b = _steady(pts, steady_state_start)
+    if source == "unknown":
+        decode_wall = decode_all = None
+    stalls = stall_gaps(pts)
+    decode = decode_wall
+    if decode_wall is not None and steady_tokens and t_a is not None and t_b is not None:
+        inside = sum(max(0.0, min(e, t_b) - max(s, t_a)) for s, e in stalls)
+        if inside and t_b - t_a - inside > 0:
+            decode = steady_tokens / (t_b - t_a - inside)
     return RequestMetrics(
         ttft_s=ttft,
         ttfot_s=ttfot,
         e2e_s=(trace.t_done_s - trace.t_send_s) if trace.t_done_s is not None else None,
-        output_tokens=trace.completion_tokens,
+        output_tokens=(trace.completion_tokens if trace.completion_tokens is not None
+                       else n_tokens if source == "tokenized" else None),
         prompt_tokens=trace.prompt_tokens,
         reasoning_tokens=reasoning,
         tokens_per_chunk_source=source,
         chunks_with_tokens=len(pts),
-        mean_tokens_per_chunk=(n_tokens / len(pts)) if pts else None,
+        mean_tokens_per_chunk=(n_tokens / len(pts)) if (pts and source != "unknown") else None,
         decode_rate=decode,
         decode_rate_all=decode_all,
         steady_tokens=steady_tokens,
@@ -111,7 +146,20 @@ def compute(trace: RequestTrace, steady_state_start: int = 0) -> RequestMetrics:
         itl_median_s=_pct(itl_sorted, 50),
         itl_p99_s=_pct(itl_sorted, 99),
         finish_reason=trace.finish_reason,
+        stalls=tuple(stalls),
+        decode_rate_with_stalls=decode_wall,
     )
+
+
+def stall_gaps(pts: list[tuple[float, int, bool]]) -> list[tuple[float, float]]:
+    """(start, end) of every gap between token-carrying chunks that is a stall."""
+    gaps = [(t0, t1) for (t0, _, _), (t1, _, _) in zip(pts, pts[1:], strict=False)]
+    if len(gaps) < 3:
+        return []
+    lengths = sorted(t1 - t0 for t0, t1 in gaps)
+    median = lengths[len(lengths) // 2]
+    limit = max(STALL_FACTOR * median, STALL_MIN_S)
+    return [(t0, t1) for t0, t1 in gaps if t1 - t0 > limit]
 
 
 def reasoning_tokens_seen(trace: RequestTrace, pts: list[tuple[float, int, bool]]) -> int:

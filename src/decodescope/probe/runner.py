@@ -5,6 +5,7 @@ interrupted."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import time
 from collections.abc import Callable
@@ -38,6 +39,9 @@ class ProbeSettings:
     model: str | None = None
     api_key: str | None = None
     proxy: str | None = None
+    # Requests sent before the first trial and not counted: n-gram / suffix speculators learn
+    # from earlier outputs, and caches warm up; the first counted trial then looks like the rest.
+    warmup: int = 1
 
 
 @dataclass
@@ -88,7 +92,8 @@ def run_probe(settings: ProbeSettings, store: Store, *, observers: list[Observer
         caliber_ref=cal.ref, caliber_identity=cal.identity, labels=settings.labels,
         simulated=info.simulated, fingerprint=fingerprint,
         meta={"engine_info": info.to_dict(), "prompt": prompt.to_dict(), "trials": settings.trials,
-              "concurrency": cal.concurrency},
+              "concurrency": cal.concurrency, "warmup": settings.warmup,
+              "seed_schedule": seed_schedule(cal)},
     )
     findings: list[Finding] = []
     status = "running"
@@ -122,7 +127,18 @@ async def _trials(settings: ProbeSettings, store: Store, run_id: int, model: str
     path = endpoint_path(cal)
     expected = cal.output.max_tokens * cal.concurrency
     async with cl.make_client(settings.proxy, max_connections=max(8, cal.concurrency)) as client:
+        expected_s = None
+        for _ in range(settings.warmup):
+            warm = await cl.stream_request(client, settings.url, path, body,
+                                           api_key=settings.api_key)
+            if not warm.ok:
+                break  # the first trial meets the same fault, and is stored with its trace
+            expected_s = _steady_seconds([warm], cal.output.steady_state_start) or expected_s
         for idx in range(settings.trials):
+            for ob in observers:
+                plan = getattr(ob, "plan", None)
+                if plan is not None:
+                    plan(idx, expected_s)
             started = time.time()
             anchor = time.time() - time.perf_counter()
             t0 = time.perf_counter()
@@ -136,11 +152,14 @@ async def _trials(settings: ProbeSettings, store: Store, run_id: int, model: str
                     progress(idx, counter[0], expected)
 
             traces: list[RequestTrace] = list(await asyncio.gather(*[
-                cl.stream_request(client, settings.url, path, body, api_key=settings.api_key,
-                                  on_chunk=on_chunk)
-                for _ in range(cal.concurrency)]))
+                cl.stream_request(client, settings.url, path,
+                                  with_seed(body, cal, idx * cal.concurrency + j),
+                                  api_key=settings.api_key, on_chunk=on_chunk)
+                for j in range(cal.concurrency)]))
             for ob in observers:
                 ob.mark(f"trial_end:{idx}", time.perf_counter())
+            traces = count_tokens(traces, settings, model)
+            expected_s = _steady_seconds(traces, cal.output.steady_state_start) or expected_s
             failed = next((t for t in traces if not t.ok), None)
             per_req = [compute(t, cal.output.steady_state_start) for t in traces]
             trial_findings: list[Finding] = []
@@ -156,6 +175,65 @@ async def _trials(settings: ProbeSettings, store: Store, run_id: int, model: str
                 requests=traces)
             if failed is not None:
                 cl.raise_for_trace(failed)
+
+
+def seed_schedule(cal: Caliber) -> str | None:
+    """How sampling seeds vary: with a declared seed and temperature > 0, request j of the
+    probe (counting across trials) uses seed + j, so trials are independent samples that any
+    rerun repeats exactly. Greedy decoding has nothing to vary."""
+    s = cal.sampling
+    if s.seed is None or not (s.temperature or 0) > 0:
+        return None
+    return f"seed + request index (from {s.seed})"
+
+
+def with_seed(body: dict[str, Any], cal: Caliber, index: int) -> dict[str, Any]:
+    if seed_schedule(cal) is None or cal.sampling.seed is None:
+        return body
+    return {**body, "seed": cal.sampling.seed + index}
+
+
+def _steady_seconds(traces: list[RequestTrace], steady_start: int) -> float | None:
+    """The longest steady-state duration among these requests (plans the scrape interval)."""
+    spans = [m.steady_t_end_s - m.steady_t_start_s for m in (compute(t, steady_start)
+                                                              for t in traces if t.ok)
+             if m.steady_t_start_s is not None and m.steady_t_end_s is not None]
+    return max(spans) if spans else None
+
+
+# Tokenizing a stream without usage costs one request per chunk; beyond this many chunks the
+# count stays unknown rather than holding the probe.
+MAX_TOKENIZE_CHUNKS = 20_000
+
+
+def count_tokens(traces: list[RequestTrace], settings: ProbeSettings, model: str | None
+                 ) -> list[RequestTrace]:
+    """Streams that carried no usage at all: count each chunk's tokens with the server's
+    tokenize endpoint (vLLM, llama.cpp) into `extra["chunk_tokens"]`. Without one the token
+    count stays unknown (probe/metrics.py withholds the decode rate)."""
+    todo = [i for i, t in enumerate(traces)
+            if t.ok and t.completion_tokens is None and not all(c.tokens is not None
+                                                                 for c in t.chunks)]
+    if not todo:
+        return traces
+    out = list(traces)
+    headers = cl.auth_headers(settings.api_key)
+    with httpx.Client(trust_env=False, proxy=settings.proxy, timeout=10.0,
+                      headers=headers) as c:
+        count = server_tokenizer(c, settings.url, model)
+        for i in todo:
+            tr = traces[i]
+            if len(tr.chunks) > MAX_TOKENIZE_CHUNKS:
+                continue
+            counts: list[int | None] = []
+            for ch in tr.chunks:
+                text = ch.reasoning + ch.content
+                n = count(text) if text else 0
+                if n is None:  # no tokenize endpoint: stays unknown
+                    return out
+                counts.append(n)
+            out[i] = dataclasses.replace(tr, extra={**tr.extra, "chunk_tokens": counts})
+    return out
 
 
 def _finish(store: Store, run_id: int, status: str, observers: list[Observer],

@@ -190,7 +190,7 @@ class SimConfig:
         checks = [
             (self.time_scale > 0, "time_scale must be > 0"),
             (self.step_rate_hz > 0, "step_rate_hz must be > 0"),
-            (1 <= self.k <= MAX_K, f"k must be in 1..{MAX_K}"),
+            (0 <= self.k <= MAX_K, f"k must be in 0..{MAX_K} (0: speculative decoding off)"),
             (self.prefill_rate_tps > 0, "prefill_rate_tps must be > 0"),
             (self.log_interval_s > 0, "log_interval_s must be > 0"),
             (self.max_model_len > 1, "max_model_len must be > 1"),

@@ -123,6 +123,8 @@ class RequestModel:
         return self._emit(1, 0, 0)
 
     def next_step(self) -> StepOut:
+        if self.cfg.k == 0:  # speculative decoding off: one token per step, no draft
+            return self._emit(1, 0, 0)
         phase = "reasoning" if self.position < self.reasoning_tokens else self.spec.content_class
         accepted = sample_accepted(self._accept_rng, self._probs[phase])
         return self._emit(1 + accepted, self.cfg.k, accepted)

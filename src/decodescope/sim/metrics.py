@@ -45,17 +45,18 @@ class SimCollector(Collector):
         yield self._gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", e.kv_usage)
         yield self._counter("vllm:prompt_tokens", "Number of prefill tokens processed.", c.prompt_tokens)
         yield self._counter("vllm:generation_tokens", "Number of generation tokens processed.", c.generation_tokens)
-        yield self._counter("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.", c.drafts)
-        yield self._counter("vllm:spec_decode_num_draft_tokens", "Number of draft tokens.", c.draft_tokens)
-        yield self._counter("vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.", c.accepted_tokens)
-        per_pos = CounterMetricFamily(
-            "vllm:spec_decode_num_accepted_tokens_per_pos",
-            "Accepted tokens per draft position.",
-            labels=[*LABELS, "position"],
-        )
-        for i, n in enumerate(c.accepted_per_pos):
-            per_pos.add_metric([*self.labels, str(i)], n, created=e.metrics_created_wall_s)
-        yield per_pos
+        if e.cfg.k > 0:  # like vLLM: no spec-decode series without --speculative-config
+            yield self._counter("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.", c.drafts)
+            yield self._counter("vllm:spec_decode_num_draft_tokens", "Number of draft tokens.", c.draft_tokens)
+            yield self._counter("vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.", c.accepted_tokens)
+            per_pos = CounterMetricFamily(
+                "vllm:spec_decode_num_accepted_tokens_per_pos",
+                "Accepted tokens per draft position.",
+                labels=[*LABELS, "position"],
+            )
+            for i, n in enumerate(c.accepted_per_pos):
+                per_pos.add_metric([*self.labels, str(i)], n, created=e.metrics_created_wall_s)
+            yield per_pos
         success = CounterMetricFamily(
             "vllm:request_success", "Count of successfully processed requests.",
             labels=[*LABELS, "finished_reason"],

@@ -1,5 +1,10 @@
 """The run store: SQLite with a schema version, named migrations, WAL.
 
+Write commands open it with `Store.open(path)` (created and migrated as needed); read commands
+with `Store.open(path, read_only=True)` (never created, migrated or written). A foreign SQLite
+database, a newer schema or a damaged file is a StoreError (exit 2) with the cause, and the file
+is left as it was. Every JSON column passes through one redaction pass (`dumps`).
+
 Each trial is committed as soon as it completes. Two processes writing at once both succeed
 (WAL + busy timeout + short write transactions). Raw traces are kept; derived results are
 recomputable from them.
@@ -15,10 +20,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import platformdirs
 
 from decodescope.errors import StoreError
+from decodescope.redact import redact_record
 
 ENV_STORE = "DECODESCOPE_STORE"
 BUSY_TIMEOUT_MS = 30_000  # a writer waits this long for another process's transaction
@@ -97,38 +104,72 @@ def default_store_path() -> Path:
     return Path(platformdirs.user_data_dir("decodescope")) / "runs.sqlite"
 
 
+DAMAGED_REMEDY = ("Move the file aside and let the next probe start a new store; "
+                  "`sqlite3 FILE .recover` can salvage its runs")
+
+
+def store_error(exc: sqlite3.Error, where: str) -> StoreError:
+    """The one-line StoreError for an SQLite failure: cause + path + what to do."""
+    text = str(exc) or type(exc).__name__
+    low = text.lower()
+    if "malformed" in low or "not a database" in low or "corrupt" in low:
+        return StoreError(f"the run store is damaged: {text}", where=where, remedy=DAMAGED_REMEDY)
+    if "readonly" in low or "read-only" in low:
+        return StoreError(f"the run store is read-only: {text}", where=where,
+                          remedy="Read commands (runs list/show/export) work on it; write with another --store")
+    if "locked" in low or "busy" in low:
+        return StoreError(f"the run store stayed locked by another process: {text}", where=where,
+                          remedy="Wait for the other decodescope process to finish, then rerun")
+    if "no such table" in low or "no such column" in low:
+        return StoreError(f"the run store lacks a table this command needs: {text}", where=where,
+                          remedy="Run any write command (e.g. `decodescope probe`) once to upgrade it")
+    return StoreError(f"run store error: {text}", where=where,
+                      remedy="Check the file and its permissions, or pass another --store")
+
+
 class Store:
-    def __init__(self, conn: sqlite3.Connection, path: str):
+    def __init__(self, conn: sqlite3.Connection, path: str, read_only: bool = False):
         self.conn = conn
         self.path = path
+        self.read_only = read_only
 
     @classmethod
-    def open(cls, path: str | Path | None = None) -> Store:
+    def open(cls, path: str | Path | None = None, *, read_only: bool = False) -> Store:
+        """Open the store. Write commands create and migrate it; read commands
+        (`read_only=True`) never create, migrate or write it, so a read-only file can be
+        listed. Either way a foreign SQLite database or a newer schema is refused untouched."""
         p = Path(path) if path is not None else default_store_path()
         where = str(p)
         if p.exists() and p.is_dir():
             raise StoreError("store path is a directory", where=where,
                              remedy="Give a file path with --store or DECODESCOPE_STORE")
+        if read_only and not p.exists():
+            raise StoreError("no run store at this path", where=where,
+                             remedy="Check --store / DECODESCOPE_STORE; the first `decodescope probe` creates the store")
         try:
-            p.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(p, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
-                                   check_same_thread=False)
-            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA foreign_keys = ON")
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(f"not a decodescope store: {exc}", where=where,
-                             remedy="Point --store at a decodescope SQLite file or a new path") from None
-        except (OSError, sqlite3.Error) as exc:
+            conn = _connect(p, read_only)
+        except sqlite3.Error as exc:
             raise StoreError(f"cannot open the run store: {exc}", where=where,
                              remedy="Check the path and its permissions, or pass --store FILE") from None
-        store = cls(conn, where)
+        except OSError as exc:
+            raise StoreError(f"cannot open the run store: {exc.strerror or exc}", where=where,
+                             remedy="Check the path and its permissions, or pass --store FILE") from None
+        store = cls(conn, where, read_only)
         try:
-            store._migrate()
+            store._check_kind()
+            if not read_only:
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA foreign_keys = ON")
+                store._migrate()
+        except StoreError:
+            conn.close()
+            raise
         except sqlite3.DatabaseError as exc:
             conn.close()
-            raise StoreError(f"not a decodescope store: {exc}", where=where,
-                             remedy="Point --store at a decodescope SQLite file or a new path") from None
+            if "file is not a database" in str(exc):
+                raise StoreError(f"not a decodescope store: {exc}", where=where,
+                                 remedy="Point --store at a decodescope SQLite file or a new path") from None
+            raise store_error(exc, where) from None
         return store
 
     def close(self) -> None:
@@ -143,21 +184,79 @@ class Store:
     @contextmanager
     def tx(self) -> Iterator[sqlite3.Connection]:
         """A short write transaction (BEGIN IMMEDIATE takes the write lock up front)."""
-        self.conn.execute("BEGIN IMMEDIATE")
+        if self.read_only:
+            raise StoreError("this command opened the run store read-only", where=self.path)
+        with self.guard():
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.conn
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+            self.conn.execute("COMMIT")
+
+    @contextmanager
+    def guard(self) -> Iterator[None]:
+        """SQLite failures (a damaged file, a lock held too long, a read-only file) become a
+        StoreError with the cause; programming errors stay what they are."""
         try:
-            yield self.conn
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
-        self.conn.execute("COMMIT")
+            yield
+        except (sqlite3.OperationalError, sqlite3.DataError) as exc:
+            raise store_error(exc, self.path) from None
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, (sqlite3.ProgrammingError, sqlite3.IntegrityError,
+                                sqlite3.InterfaceError)):
+                raise
+            raise store_error(exc, self.path) from None
+
+    def _check_kind(self) -> None:
+        """Refuse, before anything is written, a database decodescope did not create and a
+        schema newer than this version knows."""
+        c = self.conn
+        tables = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        version = int(c.execute("PRAGMA user_version").fetchone()[0])
+        if version > SCHEMA_VERSION:
+            raise StoreError(f"store was written by a newer decodescope (schema {version}, this "
+                             f"version knows {SCHEMA_VERSION})", where=self.path,
+                             remedy="Upgrade decodescope, or use another --store")
+        ours = {"schema_migrations", "runs", "trials", "requests", "windows", "series", "baselines",
+                "sqlite_sequence"}
+        foreign = sorted(t for t in tables if t not in ours)
+        if "schema_migrations" not in tables and tables:
+            raise StoreError("not a decodescope store: an SQLite database with other tables ("
+                             + ", ".join(sorted(tables))[:120] + ")", where=self.path,
+                             remedy="Point --store at a decodescope store or a new path; the file was not changed")
+        if foreign:
+            raise StoreError("not a decodescope store: it has tables decodescope does not know ("
+                             + ", ".join(foreign)[:120] + ")", where=self.path,
+                             remedy="Point --store at a decodescope store or a new path; the file was not changed")
+        if "schema_migrations" in tables:
+            done = {r[0] for r in c.execute("SELECT name FROM schema_migrations")}
+            unknown = done - {name for name, _ in MIGRATIONS}
+            if unknown:
+                raise StoreError(f"store was written by a newer decodescope (migrations {sorted(unknown)})",
+                                 where=self.path, remedy="Upgrade decodescope, or use another --store")
+        elif self.read_only:
+            raise StoreError("the run store is empty (no decodescope tables yet)", where=self.path,
+                             remedy="Run `decodescope probe URL --caliber NAME` to record a first run")
+
+    def _pending(self) -> list[str]:
+        has = self.conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table'"
+                                " AND name = 'schema_migrations'").fetchone()
+        if not has:
+            return [name for name, _ in MIGRATIONS]
+        done = {r[0] for r in self.conn.execute("SELECT name FROM schema_migrations")}
+        return [name for name, _ in MIGRATIONS if name not in done]
 
     def _migrate(self) -> None:
+        """Apply pending migrations; an up-to-date store is only read (no write lock)."""
+        if not self._pending() and self.schema_version == SCHEMA_VERSION:
+            return
         with self.tx() as c:
             c.execute("CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
             done = {r[0] for r in c.execute("SELECT name FROM schema_migrations")}
-            known = {name for name, _ in MIGRATIONS}
-            unknown = done - known
-            if unknown:
+            unknown = done - {name for name, _ in MIGRATIONS}
+            if unknown:  # another, newer process migrated it meanwhile
                 raise StoreError(f"store was written by a newer decodescope (migrations {sorted(unknown)})",
                                  where=self.path, remedy="Upgrade decodescope, or use another --store")
             for name, sql in MIGRATIONS:
@@ -177,7 +276,39 @@ class Store:
         return [r[0] for r in self.conn.execute("SELECT name FROM schema_migrations ORDER BY name")]
 
 
+def _connect(p: Path, read_only: bool) -> sqlite3.Connection:
+    """A connection with the busy timeout. Read-only: `mode=ro`, so nothing is created or
+    written; a WAL store in a directory this user cannot write (no -shm can be made) is read
+    as immutable instead."""
+    if not read_only:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(p, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+                               check_same_thread=False)
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        return conn
+    uri = "file:" + quote(str(p.resolve()), safe="/")
+    for query in ("?mode=ro", "?mode=ro&immutable=1"):
+        conn = sqlite3.connect(uri + query, uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
+                               isolation_level=None, check_same_thread=False)
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return conn
+        except sqlite3.OperationalError as exc:
+            conn.close()
+            if "unable to open" not in str(exc) or "immutable" in query:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
 def dumps(obj: Any) -> str:
+    """JSON for a stored column, after one redaction pass over every string in it (URL
+    userinfo, registered secrets, key formats): nothing secret reaches the file or its WAL."""
+    return dumps_redacted(redact_record(obj))
+
+
+def dumps_redacted(obj: Any) -> str:
+    """JSON for a value the caller has already redacted (see runs.add_trial)."""
     return json.dumps(obj, separators=(",", ":"), allow_nan=True, default=_default)
 
 

@@ -1,4 +1,9 @@
-"""Reading and writing runs, trials, requests, engine windows and series."""
+"""Reading and writing runs, trials, requests, engine windows and series.
+
+Every JSON column goes through `db.dumps` (one redaction pass); a trace's chunk texts (the
+model's output) get only the registered-secret pass, so stored output keeps its lengths.
+SQLite failures surface as StoreError (exit 2) with the cause (`Store.guard`).
+"""
 
 from __future__ import annotations
 
@@ -8,10 +13,12 @@ from typing import Any
 
 from decodescope.errors import StoreError
 from decodescope.probe.trace import RequestTrace
-from decodescope.store.db import Store, dumps, loads
+from decodescope.redact import REDACTED, redact_record, registered_secrets
+from decodescope.store.db import Store, dumps, dumps_redacted, loads
 from decodescope.telemetry.window import EngineWindow
 
 RUN_STATUSES = ("running", "complete", "interrupted", "failed")
+MAX_RUN_ID = 2**63 - 1  # SQLite's INTEGER PRIMARY KEY is a signed 64-bit integer
 
 
 @dataclass
@@ -92,9 +99,31 @@ def add_trial(store: Store, run_id: int, idx: int, *, status: str, started_at: f
             (run_id, idx, status, started_at, wall_anchor_s, dumps(result) if result else None))
         tid = cur.lastrowid
         c.executemany("INSERT INTO requests (trial_id, idx, trace_json) VALUES (?, ?, ?)",
-                      [(tid, i, dumps(r.to_dict())) for i, r in enumerate(requests)])
+                      [(tid, i, trace_json(r)) for i, r in enumerate(requests)])
         c.executemany("INSERT INTO windows (run_id, trial_idx, source, window_json) VALUES (?, ?, ?, ?)",
                       [(run_id, idx, w.source, dumps(w.to_dict())) for w in windows])
+
+
+def trace_json(trace: RequestTrace) -> str:
+    """A trace's stored JSON: the text rules over its error, usage and ids; only the registered
+    secrets over its chunk texts (model output, where the rules would only add noise)."""
+    d = trace.to_dict()
+    chunks = d.pop("chunks")
+    d = redact_record(d)
+    secrets = registered_secrets()
+    if secrets:
+        for key in ("content", "reasoning"):
+            chunks[key] = [_literals(text, secrets) for text in chunks[key]]
+    d["chunks"] = chunks
+    return dumps_redacted(d)
+
+
+def _literals(text: str | None, secrets: list[str]) -> str | None:
+    if text:
+        for lit in secrets:
+            if lit in text:
+                text = text.replace(lit, REDACTED)
+    return text
 
 
 def add_windows(store: Store, run_id: int, windows: list[EngineWindow],
@@ -142,6 +171,12 @@ def _row_to_run(r: tuple[Any, ...]) -> StoredRun:
 
 
 def get_run(store: Store, run_id: int, *, with_traces: bool = True) -> StoredRun:
+    with store.guard():
+        return _get_run(store, run_id, with_traces)
+
+
+def _get_run(store: Store, run_id: int, with_traces: bool) -> StoredRun:
+    _check_id(store, run_id)
     row = store.conn.execute(f"SELECT {_RUN_COLS} FROM runs WHERE id = ?", (run_id,)).fetchone()
     if row is None:
         raise StoreError(f"no run {run_id}", where=store.path,
@@ -164,8 +199,20 @@ def get_run(store: Store, run_id: int, *, with_traces: bool = True) -> StoredRun
     return run
 
 
+def _check_id(store: Store, run_id: int) -> None:
+    if not 0 < run_id <= MAX_RUN_ID:
+        raise StoreError(f"no run {run_id}: run ids are 1..{MAX_RUN_ID}", where=store.path,
+                         remedy="List runs with `decodescope runs list`")
+
+
 def list_runs(store: Store, *, caliber: str | None = None, label: tuple[str, str] | None = None,
               limit: int = 50) -> list[StoredRun]:
+    with store.guard():
+        return _list_runs(store, caliber, label, limit)
+
+
+def _list_runs(store: Store, caliber: str | None, label: tuple[str, str] | None,
+               limit: int) -> list[StoredRun]:
     q = f"SELECT {_RUN_COLS} FROM runs"
     where, args = [], []
     if caliber:
@@ -183,10 +230,12 @@ def list_runs(store: Store, *, caliber: str | None = None, label: tuple[str, str
 def resolve_run_id(store: Store, selector: str) -> int:
     """`42`, `#42`, `last`, or a label `key=value` (newest run carrying it)."""
     s = selector.strip().lstrip("#")
-    if s.isdigit():
+    if s.isascii() and s.isdigit():
+        _check_id(store, int(s))
         return int(s)
     if s == "last":
-        row = store.conn.execute("SELECT max(id) FROM runs").fetchone()
+        with store.guard():
+            row = store.conn.execute("SELECT max(id) FROM runs").fetchone()
         if row and row[0]:
             return int(row[0])
         raise StoreError("the store has no runs yet", where=store.path,

@@ -22,7 +22,13 @@ from decodescope.telemetry.prometheus import (
 )
 from decodescope.telemetry.window import EngineWindow
 
-DEFAULT_SCRAPE_INTERVAL_S = 1.0  # fine enough for 10 s+ trials, cheap for the engine
+DEFAULT_SCRAPE_INTERVAL_S = 1.0  # the longest interval: fine for 10 s+ trials, cheap for the engine
+# The interval adapts to the expected trial length so that each trial's steady state holds
+# about this many scrapes (per-trial engine numbers come from counter deltas between them).
+SCRAPES_PER_TRIAL = 12
+# ... but never below this: vLLM's exposition costs the API server ~ms per scrape, and faster
+# scraping would load the engine being measured.
+MIN_SCRAPE_INTERVAL_S = 0.05
 SCRAPE_TIMEOUT_S = 2.0  # a boundary scrape blocks the probe loop; never longer than this
 LOG_POLL_S = 0.2  # log tail poll period
 
@@ -53,19 +59,30 @@ class PrometheusObserver:
         self._thread: threading.Thread | None = None
         self._unavailable: str | None = None
         self._spans: dict[str, list[float]] = {}  # trial -> [start wall, end wall]
+        self.max_interval_s = interval_s
+        self._intervals: dict[str, float] = {}  # trial -> the interval used during it
+
+    def plan(self, trial: int, expected_trial_s: float | None) -> None:
+        """Adapt the interval to the expected trial length (≈ SCRAPES_PER_TRIAL scrapes per
+        trial, between MIN_SCRAPE_INTERVAL_S and the configured interval)."""
+        if expected_trial_s is not None and expected_trial_s > 0:
+            self.interval_s = min(self.max_interval_s, max(
+                MIN_SCRAPE_INTERVAL_S, expected_trial_s / SCRAPES_PER_TRIAL))
+        self._intervals[str(trial)] = self.interval_s
 
     def scrape(self, mark: str | None = None) -> Scrape:
         try:
             with self._http_lock:  # the thread and a trial boundary may scrape at once
                 t_s, t_wall = self._clock(), self._wall()
                 r = self._client.get(self.url)
+                t_done = self._clock()
         except Exception as exc:  # never let a scrape take the probe down
             s = Scrape(t_s, t_wall, None, mark=mark, error=f"{type(exc).__name__}: {exc}")
         else:
             if r.status_code != 200:
                 s = Scrape(t_s, t_wall, None, mark=mark, error=f"HTTP {r.status_code}")
             else:
-                s = parse_metrics(r.text, t_s, t_wall, mark)
+                s = parse_metrics(r.text, t_s, t_wall, mark, t_done_s=t_done)
         with self._lock:
             self._scrapes.append(s)
         return s
@@ -102,7 +119,8 @@ class PrometheusObserver:
         with self._lock:
             scrapes = sorted(self._scrapes, key=lambda s: s.t_s)
         series = {"prometheus": {"url": self.url, "engine": self.engine,
-                                 "interval_s": self.interval_s,
+                                 "interval_s": self.max_interval_s,
+                                 "trial_intervals_s": dict(self._intervals),
                                  "scrapes": [s.to_dict() for s in scrapes]}}
         if self._unavailable:
             return ObserverResult(series=series, findings=[Finding(

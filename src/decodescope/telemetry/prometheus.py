@@ -15,6 +15,7 @@ shared/reference/engine-formats.md §1.3 (vLLM), §2.2 (SGLang), §3 (llama.cpp)
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -110,9 +111,21 @@ class Scrape:
     created_s: float | None = None  # newest `_created` of our counters (vLLM V1): moves on restart
     mark: str | None = None  # "trial_start:0" ... when scraped at a trial boundary
     error: str | None = None  # the scrape failed: why
+    t_done_s: float | None = None  # perf_counter when the answer was in: the counters were read
+    # by the engine somewhere in [t_s, t_done_s]
+
+    @property
+    def t_mid_s(self) -> float:
+        """Best estimate of when the engine read its counters (perf_counter)."""
+        return (self.t_s + self.t_done_s) / 2.0 if self.t_done_s is not None else self.t_s
+
+    @property
+    def latency_s(self) -> float:
+        return (self.t_done_s - self.t_s) if self.t_done_s is not None else 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"t_s": self.t_s, "t_wall_s": self.t_wall_s, "prefix": self.prefix,
+        return {"t_s": self.t_s, "t_done_s": self.t_done_s, "t_wall_s": self.t_wall_s,
+                "prefix": self.prefix,
                 "counters": self.counters, "gauges": self.gauges,
                 "per_pos": list(self.per_pos) if self.per_pos is not None else None,
                 "process_start_s": self.process_start_s, "created_s": self.created_s,
@@ -126,11 +139,16 @@ class Scrape:
                    per_pos=tuple(pp) if pp is not None else None,
                    process_start_s=d.get("process_start_s"), created_s=d.get("created_s"),
                    mark=d.get("mark"),
-                   error=d.get("error"))
+                   error=d.get("error"), t_done_s=d.get("t_done_s"))
 
 
-def parse_metrics(text: str, t_s: float, t_wall_s: float, mark: str | None = None) -> Scrape:
+def parse_metrics(text: str, t_s: float, t_wall_s: float, mark: str | None = None,
+                  t_done_s: float | None = None) -> Scrape:
     """The relevant samples of one exposition text. Malformed text gives a Scrape with error."""
+    return dataclasses.replace(_parse_metrics(text, t_s, t_wall_s, mark), t_done_s=t_done_s)
+
+
+def _parse_metrics(text: str, t_s: float, t_wall_s: float, mark: str | None) -> Scrape:
     sums: dict[str, float] = {}
     created: dict[str, float] = {}
     per_pos_raw: dict[str, dict[int, float]] = {}

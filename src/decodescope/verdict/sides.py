@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 from decodescope.errors import StoreError, UsageError
 from decodescope.store import runs as store_runs
@@ -41,6 +42,46 @@ def load_run(store: Store, run_id: int) -> StoredRun:
 
 def resolve_side(selector: str, *, store: Store | None, engine: str | None = None,
                  year: int | None = None) -> Side:
+    side = _resolve_side(selector, store=store, engine=engine, year=year)
+    side = dataclasses.replace(side, selector=selector)
+    if side.caliber is not None and side.caliber_path is None and not _builtin(side.caliber_ref):
+        found = find_caliber_file(side.caliber_identity)
+        if found:
+            side = dataclasses.replace(side, caliber_path=found)
+    return side
+
+
+def _builtin(ref: str | None) -> bool:
+    if not ref:
+        return True
+    from decodescope.caliber.load import builtin_calibers
+
+    return ref in builtin_calibers()
+
+
+CALIBER_DIRS = (".", "calibers")  # where a file caliber is looked for when its path is not stored
+
+
+def find_caliber_file(identity: str | None) -> str | None:
+    """A .toml file in the working directory (or ./calibers) whose caliber has this identity:
+    for a runnable "Next" command when the run did not store its caliber file's path."""
+    if not identity:
+        return None
+    from decodescope.caliber.load import load_file
+    from decodescope.errors import DecodescopeError
+
+    for d in CALIBER_DIRS:
+        for p in sorted(Path(d).glob("*.toml"))[:200]:
+            try:
+                if load_file(p).identity == identity:
+                    return str(p)
+            except (DecodescopeError, OSError, ValueError):
+                continue
+    return None
+
+
+def _resolve_side(selector: str, *, store: Store | None, engine: str | None = None,
+                  year: int | None = None) -> Side:
     if is_log_selector(selector):
         return load_log_side(selector, engine=engine, year=year)
     if store is None:
@@ -72,24 +113,64 @@ def load_log_side(selector: str, *, engine: str | None = None, year: int | None 
     if not Path(path).is_file():
         raise UsageError(f"no such log file: {path}", where=selector,
                          remedy="Give the engine's log file: FILE@START..END")
-    windows, eng = read_log_windows(path, start, end, engine=engine, year=year)
-    if not windows:
+    read = read_log(path, start, end, engine=engine, year=year)
+    if not read.windows:
         raise UsageError(f"no engine windows in {selector}", where=path,
                          remedy="Check the time range against the log (`decodescope logs "
                                 f"{path}` lists its windows)")
     name = f"{Path(path).name}@{start or ''}..{end or ''}"
-    side = side_from_windows(name, windows, engine=eng)
-    return dataclasses.replace(side, source=f"engine log {Path(path).name}, {side.when()}, "
-                                            f"{len(side.units)} windows"
-                                            + (f" × {side.window_s:.0f} s" if side.window_s else "")
-                                            + (" [SIMULATED]" if side.simulated else ""))
+    side = side_from_windows(name, read.windows, engine=read.engine, logged_spec=read.spec,
+                             before=read.before)
+    notes = side.notes
+    if read.duplicates:
+        notes += (f"{read.duplicates} duplicated log line(s) dropped (same engine, same text, "
+                  "stamps within 50 ms: a log shipper writing lines twice)",)
+    blocks = (f" in blocks of {side.block_windows}" if side.block_windows > 1 else "")
+    return dataclasses.replace(
+        side, notes=notes,
+        source=f"engine log {Path(path).name}, {side.when()}, "
+               f"{sum(1 for _ in read.windows)} windows"
+               + (f" × {side.window_s:.0f} s" if side.window_s else "")
+               + (f", {side.windows_trimmed} partial trimmed" if side.windows_trimmed else "")
+               + blocks + (" [SIMULATED]" if side.simulated else ""))
+
+
+@dataclasses.dataclass(frozen=True)
+class LogRead:
+    windows: list[EngineWindow]
+    engine: str | None
+    spec: dict[str, Any]  # LogSummary.spec: method, k, lines, off
+    before: list[EngineWindow]  # the windows just before the range, per engine (context)
+    duplicates: int
+
+
+def read_log(path: str, start: str | None, end: str | None, *, engine: str | None,
+             year: int | None) -> LogRead:
+    """Engine windows of a log between two times, the window before the range for each engine
+    (to tell whether the first one is partial), and what the log says about speculation."""
+    from decodescope.telemetry.logs import ParseCounts, Selection, iter_windows, parse_time
+    from decodescope.telemetry.logs.accumulate import spec_of
+
+    counts = ParseCounts()
+    readers: list[Any] = []
+    sel = Selection(since=parse_time(start) if start else None,
+                    until=parse_time(end) if end else None)
+    last: dict[tuple[Any, ...], EngineWindow] = {}
+    before: list[EngineWindow] = []
+    keep: list[EngineWindow] = []
+    for w in iter_windows(path, engine=engine, year=year, counts=counts, reader_out=readers):
+        if any(True for _ in sel.apply(iter((w,)))):
+            if not keep:
+                before = list(last.values())
+            keep.append(w)
+        last[(w.printed.get("pid"), w.engine_id)] = w
+    reader = readers[0] if readers else None
+    found = reader.engine.name if reader is not None and reader.engine else None
+    return LogRead(keep, found, spec_of(reader), before, counts.duplicates)
 
 
 def read_log_windows(path: str, start: str | None, end: str | None, *, engine: str | None,
                      year: int | None) -> tuple[list[EngineWindow], str | None]:
     """Engine windows of a log between two times, through the log parser."""
-    from decodescope.telemetry import logs
-
-    summary = logs.analyze_log(path, since=start, until=end, engine=engine, year=year,
-                               max_windows=0)  # 0: keep every window of the range
-    return list(summary.windows), summary.engine
+    read = read_log(path, start, end, engine=engine, year=year)
+    return read.windows, read.engine

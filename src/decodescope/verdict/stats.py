@@ -138,6 +138,7 @@ class Change:
     status: ChangeStatus
     trials_needed: int | None  # per side, for an interval within ±MAX_CI_HALF_WIDTH
     trials_for_min_effect: int | None = None  # per side, for an interval within ±min_effect
+    p_value: float | None = None  # two-sided Welch p of "no change" (None: no data / no df)
 
     @property
     def log_ratio(self) -> float | None:
@@ -203,15 +204,17 @@ def relative_change(metric: str, baseline: Sequence[float | None], current: Sequ
     df = welch_df(v1, n1, v2, n2)
     if df is None:  # both sides constant: the interval is the point
         lo_l = hi_l = diff
+        p = 1.0 if abs(diff) <= _ZERO else 0.0
     else:
         t = t_quantile(0.5 + confidence / 2.0, df)
         lo_l, hi_l = diff - t * se, diff + t * se
+        p = 2.0 * (1.0 - t_cdf(abs(diff) / se, df)) if se > 0 else 1.0
     rel, lo, hi = math.expm1(diff), math.expm1(lo_l), math.expm1(hi_l)
     status = _status(rel, lo, hi, min_effect, max_half_width)
     sd1, sd2 = math.sqrt(v1), math.sqrt(v2)
     return Change(metric, n1, n2, math.exp(m1), math.exp(m2), rel, lo, hi, df, confidence,
                   min_effect, status, trials_needed(sd1, sd2, max_half_width, confidence),
-                  trials_needed(sd1, sd2, min_effect, confidence))
+                  trials_needed(sd1, sd2, min_effect, confidence), p)
 
 
 # Bounds closer to 0 than this are 0: identical values on both sides must not read as a change
@@ -261,6 +264,19 @@ def trials_needed(sd1: float, sd2: float, half_width: float,
         else:
             lo = mid + 1
     return lo
+
+
+def holm(p_values: Sequence[float | None], alpha: float = 1.0 - th.CONFIDENCE) -> list[bool]:
+    """Holm's step-down correction: which of several tests reject "no change" at family-wise
+    level alpha. A test without a p value never rejects."""
+    order = sorted((p, i) for i, p in enumerate(p_values) if p is not None)
+    out = [False] * len(p_values)
+    m = len(order)
+    for rank, (p, i) in enumerate(order):
+        if p > alpha / (m - rank):
+            break
+        out[i] = True
+    return out
 
 
 def _gmean(xs: list[float]) -> float:

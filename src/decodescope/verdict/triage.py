@@ -1,19 +1,7 @@
 """Triage: two sides → one verdict with its named cause, decomposition, evidence and next step.
 
-Decision order (docs/methodology.md, "Verdicts"):
-
-1. INCONCLUSIVE   either side has fewer than 2 trials / windows with a decode rate
-2. CONTAMINATED   either side's engine saw foreign load
-3. CALIBER_MISMATCH  caliber identities differ; for log windows (caliber unknown): the two
-                  sides' MAL bands name different content, or their running-request counts differ
-4. same caliber:
-   a. MAL and/or step rate changed beyond noise and by at least the minimum effect →
-      REGRESSION / IMPROVEMENT named after the component with the larger |log change|
-      ("acceptance" for MAL, "step rate" for step rate)
-   b. only the decode rate changed (no engine split available) → REGRESSION / IMPROVEMENT
-      ("decode rate", split unknown)
-   c. an interval too wide to rule out a ±10 % change → INCONCLUSIVE ("≥ N trials per side")
-   d. otherwise NO_CHANGE ("not significant")
+The decision order is in `decide.py` (docs/methodology.md, "Verdicts"): the headline is
+about the decode rate; MAL and step rate only attribute a change the decode rate shows.
 
 Pure: no I/O; `sides.py` builds the Side values.
 """
@@ -27,7 +15,8 @@ from typing import Any
 from decodescope.caliber.spec import element_table
 from decodescope.evidence import EvidenceRow
 from decodescope.verdict import thresholds as th
-from decodescope.verdict.bands import DEFAULT_BANDS, Band, classify, describe
+from decodescope.verdict.bands import DEFAULT_BANDS, Band, classify
+from decodescope.verdict.decide import Decision, decide
 from decodescope.verdict.decomposition import Decomposition, decompose
 from decodescope.verdict.evidence_rows import evidence_rows
 from decodescope.verdict.model import (
@@ -35,7 +24,6 @@ from decodescope.verdict.model import (
     CaliberRow,
     Context,
     VerdictKind,
-    acceptance,
     changed_word,
 )
 from decodescope.verdict.side import Side
@@ -93,7 +81,7 @@ class Verdict:
 
 
 def triage(baseline: Side, current: Side, *, min_effect: float = th.MIN_EFFECT,
-           bands: Sequence[Band] = DEFAULT_BANDS) -> Verdict:
+           bands: Sequence[Band] = DEFAULT_BANDS, assume_same_caliber: bool = False) -> Verdict:
     decode_source, decode = _decode_change(baseline, current, min_effect)
     changes = {
         "decode": decode,
@@ -109,7 +97,9 @@ def triage(baseline: Side, current: Side, *, min_effect: float = th.MIN_EFFECT,
     band_b = classify(baseline.median("mal"), bands)
     band_c = classify(current.median("mal"), bands)
     cal = compare_calibers(baseline, current, bands)
-    kind, cause, needed = _decide(baseline, current, changes, cal)
+    decision = _decide(baseline, current, changes, cal, min_effect=min_effect,
+                       assume_same_caliber=assume_same_caliber)
+    kind, cause, needed = decision.kind, decision.cause, decision.trials_needed
     ctx = Context(kind, cause, baseline, current, changes, dec, cal, (band_b, band_c), decode_source,
                min_effect, needed, bands)
     head, expl = headline(ctx)
@@ -118,7 +108,7 @@ def triage(baseline: Side, current: Side, *, min_effect: float = th.MIN_EFFECT,
         current=current, decode_source=decode_source, changes=changes, decomposition=dec,
         caliber=cal, bands=(band_b, band_c), evidence=tuple(evidence_rows(ctx)),
         next_steps=tuple(next_steps(ctx)), min_effect=min_effect, trials_needed=needed,
-        notes=baseline.notes + current.notes, band_table=tuple(bands),
+        notes=baseline.notes + current.notes + decision.notes, band_table=tuple(bands),
     )
 
 
@@ -154,50 +144,16 @@ def compare_calibers(b: Side, c: Side, bands: Sequence[Band] = DEFAULT_BANDS) ->
         text = (f"no: {b.caliber_ref} ({b.caliber_identity}) vs {c.caliber_ref} "
                 f"({c.caliber_identity})" + (f"; {what}{more}" if what else ""))
         return CaliberComparison(False, text, rows)
-    # At least one side is a log window: its caliber is unknown. MAL bands and concurrency speak.
-    mb, mc = b.median("mal"), c.median("mal")
-    bb, bc = classify(mb, bands), classify(mc, bands)
-    rb, rc = b.median("running"), c.median("running")
-    if rb is not None and rc is not None and abs(rb - rc) >= th.RUNNING_DIFF_IS_CONCURRENCY:
-        return CaliberComparison(False, f"unknown for log windows; running requests differ "
-                                        f"({rb:g} → {rc:g}): a different concurrency")
-    if bb is not None and bc is not None:
-        if bb.name != bc.name:
-            return CaliberComparison(False, f"unknown for log windows; MAL bands say different "
-                                            f"content ({bb.name} → {bc.name})")
-        return CaliberComparison(None, f"unknown for log windows; MAL bands say the same "
-                                       f"content ({bb.name})")
-    return CaliberComparison(None, "unknown for log windows; MAL bands say "
-                                   f"{describe(mb, bands)} → {describe(mc, bands)}")
+    # At least one side is a log window: its caliber is unknown, and unknown is not same
+    # (verdict/logcaliber.py): None unless asserted or shown by bands that fit the stack.
+    from decodescope.verdict.logcaliber import compare_log_calibers
+
+    return compare_log_calibers(b, c, bands)
 
 
-def _decide(b: Side, c: Side, ch: dict[str, Change], cal: CaliberComparison
-            ) -> tuple[VerdictKind, str | None, int | None]:
-    d, m, s = ch["decode"], ch["mal"], ch["step_rate"]
-    acc = acceptance(ch, b, c)
-    if d.status == "no_data":
-        return "INCONCLUSIVE", f"too few {b.unit_name}s/{c.unit_name}s", th.RECOMMENDED_TRIALS
-    if b.contamination or c.contamination:
-        return "CONTAMINATED", "foreign load", None
-    if cal.same is False:
-        return "CALIBER_MISMATCH", "caliber", None
-    # Acceptance moved when tokens per step (the identity's factor) or MAL did.
-    moved: list[tuple[str, Change]] = []
-    if acc.changed or m.changed:
-        moved.append(("acceptance", acc if acc.changed else m))
-    if s.changed:
-        moved.append(("step rate", s))
-    if moved:
-        cause, top = max(moved, key=lambda kv: abs(kv[1].log_ratio or 0.0))
-        kind: VerdictKind = "REGRESSION" if (top.rel or 0.0) < 0 else "IMPROVEMENT"
-        return kind, cause, None
-    if d.changed:
-        return ("REGRESSION" if (d.rel or 0.0) < 0 else "IMPROVEMENT"), "decode rate", None
-    wide = [x for x in (d, acc, s) if x.status == "undecidable"]
-    if wide:
-        needed = [x.trials_needed for x in wide]
-        return "INCONCLUSIVE", "noise", (None if None in needed else max(n or 0 for n in needed))
-    return "NO_CHANGE", None, None
+def _decide(b: Side, c: Side, ch: dict[str, Change], cal: CaliberComparison, *,
+            min_effect: float = th.MIN_EFFECT, assume_same_caliber: bool = False) -> Decision:
+    return decide(b, c, ch, cal, min_effect=min_effect, assume_same_caliber=assume_same_caliber)
 
 
 __all__ = ["CaliberComparison", "CaliberRow", "Verdict", "VerdictKind", "changed_word",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 from decodescope.verdict import thresholds as th
 from decodescope.verdict.decomposition import share
 from decodescope.verdict.model import Context, acceptance
@@ -28,12 +30,31 @@ def _decode_key(ctx: Context, side: Side) -> str:
 
 
 def _arrow(ctx: Context, metric: str, fmt: str = "{:.1f}") -> str:
+    """'a → b' from the same statistic as the change's percent (the geometric means of the
+    per-unit values, Change.baseline / .current), so that the arrow and the percent agree;
+    the side's median only when the change has no value on that side."""
+    ch = ctx.changes.get(metric)
     if metric == "decode":
         b = ctx.baseline.median(_decode_key(ctx, ctx.baseline))
         c = ctx.current.median(_decode_key(ctx, ctx.current))
     else:
         b, c = ctx.baseline.median(metric), ctx.current.median(metric)
+    if ch is not None:
+        b = ch.baseline if ch.baseline is not None else b
+        c = ch.current if ch.current is not None else c
     return f"{_n(b, fmt)} → {_n(c, fmt)}"
+
+
+def _where(ctx: Context) -> str:
+    """How the caliber was established, for a REGRESSION / IMPROVEMENT headline."""
+    b, c = ctx.baseline, ctx.current
+    if not ctx.caliber.same:
+        return "(caliber unknown: log windows)"
+    if b.caliber_identity and c.caliber_identity:
+        return "at the same caliber"
+    if b.caliber_asserted and c.caliber_asserted:
+        return "(caliber asserted with --assume-same-caliber; log windows)"
+    return "(same MAL band; log windows)"
 
 
 def _dir(x: Change) -> str:
@@ -82,8 +103,18 @@ def headline(ctx: Context) -> tuple[str, list[str]]:
         lines.append(f"Calibers: {ctx.caliber.text}.")
     elif ctx.kind in ("REGRESSION", "IMPROVEMENT"):
         word = ctx.kind
-        where = "at the same caliber" if ctx.caliber.same else "(caliber unknown: log windows)"
-        if ctx.cause == "step rate":
+        where = _where(ctx)
+        if ctx.cause and ctx.cause.startswith("speculative decoding"):
+            state = "off on the current side" if ctx.cause.endswith("off") else \
+                "on on the current side only"
+            head = (f"{word} — speculative decoding {state}: decode {_arrow(ctx, 'decode')} "
+                    f"tok/s ({pct(d.rel or 0.0)}) {where}; without drafts MAL is 1 by definition "
+                    f"(tokens per step {_arrow(ctx, 'tokens_per_step', '{:.2f}')}).")
+        elif ctx.cause == "stalls":
+            head = (f"{word} — stalls: the server paused inside the outputs "
+                    f"({_stall_text(ctx.baseline)} → {_stall_text(ctx.current)}) {where}; "
+                    "between stalls the decode rate did not move. Not a step-rate change.")
+        elif ctx.cause == "step rate":
             head = (f"{word} — step rate {_dir(s)} {pct(abs(s.rel or 0.0)).lstrip('+')} {where} "
                     f"(engine / hardware side).")
         elif ctx.cause == "acceptance":
@@ -124,7 +155,15 @@ def headline(ctx: Context) -> tuple[str, list[str]]:
         lines.append("Another client's requests shared the engine: step rate and decode rate are "
                      "not those of the probe alone, so no comparison is made.")
     else:  # INCONCLUSIVE
-        if d.status == "no_data":
+        if ctx.cause == "caliber missed":
+            head = "INCONCLUSIVE — a run missed its caliber: its numbers are not the caliber's."
+            lines.append("A run marked 'missed' (prompt or output too short, no reasoning, ...) "
+                         "never gets a regular verdict; see `decodescope runs show` for why.")
+        elif ctx.cause == "caliber unknown":
+            head = ("INCONCLUSIVE — caliber not established: the log windows do not show that "
+                    f"both sides were measured under one caliber (decode {pct(d.rel or 0.0)}).")
+            lines.append(f"Calibers: {ctx.caliber.text}.")
+        elif d.status == "no_data":
             few = [f"{x.name} has {n} {x.unit_name}{'' if n == 1 else 's'}"
                    for x, n in ((ctx.baseline, d.n_baseline), (ctx.current, d.n_current))
                    if n < th.MIN_UNITS]
@@ -145,21 +184,76 @@ def headline(ctx: Context) -> tuple[str, list[str]]:
     return head, lines
 
 
+def _stall_text(side: Side) -> str:
+    st = getattr(side, "stalls", None)
+    if not st or not st.get("count"):
+        return "none"
+    return (f"{st['count']} stall{'s' if st['count'] != 1 else ''} in {st['requests']} "
+            f"requests, {st['min_s']:.2f}–{st['max_s']:.2f} s, {st['time_share']:.0%} of the time")
+
+
 def _url(ctx: Context) -> str:
     return ctx.current.url or ctx.baseline.url or "URL"
 
 
 def _ref(ctx: Context) -> str | None:
-    ref = ctx.baseline.caliber_ref or ctx.current.caliber_ref
-    if ref:
-        return ref
+    """The --caliber argument of a runnable probe command: a built-in's name@version, the
+    file of a file caliber (its name@version is not something --caliber can find), a built-in
+    that reproduces the MAL band's content; None when there is nothing runnable to name."""
+    for side in (ctx.baseline, ctx.current):
+        ref = side.caliber_ref
+        if not ref:
+            continue
+        if side.caliber_path:
+            return shlex.quote(side.caliber_path)
+        if _is_builtin(ref):
+            return ref
+        return None  # a file caliber whose file is not known: say so (_caliber_hint)
     band = ctx.bands[0] or ctx.bands[1]
     return CALIBER_FOR_BAND.get(band.name) if band else None
 
 
+def _is_builtin(ref: str) -> bool:
+    from decodescope.caliber.load import builtin_calibers
+
+    return ref in builtin_calibers()
+
+
+def _caliber_hint(ctx: Context) -> str | None:
+    """For a file caliber whose file is unknown: which file the user must pass."""
+    for side in (ctx.baseline, ctx.current):
+        if side.caliber_ref and not side.caliber_path and not _is_builtin(side.caliber_ref):
+            return (f"--caliber takes the .toml file that defined {side.caliber_ref} (identity "
+                    f"{side.caliber_identity}); its path was not stored with the run")
+    return None
+
+
+def _fp_advice(ctx: Context) -> str:
+    """What would show the stack difference, without advising a flag that was never used."""
+    b, c = ctx.baseline, ctx.current
+    if b.fingerprint and c.fingerprint:
+        return ("The fingerprint diff above lists what changed (launch cmdline, engine version, "
+                "packages, backend lines, GPU clocks).")
+    if b.kind == "log" or c.kind == "log":
+        return ("Log windows carry no fingerprint: compare the two launches' command lines and "
+                "the backend selection lines (`Using ... backend`) in the logs, or probe both "
+                "stacks (a probe stores a fingerprint).")
+    missing = ", ".join(x.name for x in (b, c) if not x.fingerprint)
+    return (f"No fingerprint stored for {missing}: probe again with the fingerprint on (the "
+            "default) to see what changed (launch cmdline, engine version, packages, GPU clocks).")
+
+
 def next_steps(ctx: Context) -> list[str]:
+    out = _next_steps(ctx)
+    hint = _caliber_hint(ctx)
+    if hint and any("--caliber FILE.toml" in line for line in out):
+        out.append(f"  ({hint})")
+    return out
+
+
+def _next_steps(ctx: Context) -> list[str]:
     url, ref = _url(ctx), _ref(ctx)
-    cal = ref or "NAME"
+    cal = ref or ("FILE.toml" if _caliber_hint(ctx) else "NAME")
     probe = f"decodescope probe {url} --caliber {cal}"
     sel_b = ctx.baseline.name.removeprefix("run ") if ctx.baseline.kind == "run" else ctx.baseline.name
     if ctx.kind == "CALIBER_MISMATCH":
@@ -171,12 +265,23 @@ def next_steps(ctx: Context) -> list[str]:
         return [f"To compare like-for-like, probe one fixed caliber on both stacks "
                 f"({'matching the baseline: ' + cal if ref else 'see decodescope calibers list'}):",
                 f"  {probe} --trials {th.RECOMMENDED_TRIALS}"]
+    if ctx.kind == "INCONCLUSIVE" and ctx.cause == "caliber unknown":
+        return ["Probe both stacks under one declared caliber, then triage the runs:",
+                f"  {probe} --trials {th.RECOMMENDED_TRIALS}",
+                "If you know both windows ran the same workload, say so: "
+                "triage ... --assume-same-caliber"]
+    if ctx.kind == "INCONCLUSIVE" and ctx.cause == "caliber missed":
+        return ["Re-run the probe so that it meets its caliber (see the run's findings):",
+                f"  {probe} --trials {th.RECOMMENDED_TRIALS}"]
+    if ctx.cause == "stalls":
+        return ["The server paused inside outputs: look for preemption, swapping, long prefills "
+                "of other requests or host contention in the engine log at those times.",
+                f"  {probe} --trials {th.RECOMMENDED_TRIALS}   # re-measure to confirm"]
+    if ctx.cause and ctx.cause.startswith("speculative decoding"):
+        return ["One side ran without speculative decoding: compare the launch command lines "
+                "(--speculative-config, draft model) in the fingerprint diff."]
     if ctx.kind == "REGRESSION" and ctx.cause == "step rate":
-        fp = ("The fingerprint diff above lists what changed (launch cmdline, engine version, "
-              "packages, backend lines, GPU clocks)."
-              if ctx.baseline.fingerprint and ctx.current.fingerprint else
-              "No fingerprint on both sides: probe again without --no-fingerprint to see what "
-              "changed (launch cmdline, engine version, packages, GPU clocks).")
+        fp = _fp_advice(ctx)
         return ["The step rate fell at the same caliber: an engine, launch or hardware change.", fp,
                 f"  {probe} --trials {th.RECOMMENDED_TRIALS}   # re-measure to confirm"]
     if ctx.kind == "REGRESSION" and ctx.cause == "acceptance":

@@ -21,6 +21,7 @@ from decodescope.telemetry.logs.pipeline import Selection, iter_windows
 from decodescope.telemetry.logs.reader import check_log_path
 from decodescope.telemetry.logs.records import ParseCounts
 from decodescope.telemetry.logs.selectors import parse_time
+from decodescope.telemetry.logs.steps import FULL_COVERAGE, step_info
 from decodescope.telemetry.logs.summary import EngineSeen, IdleGap, LogSummary
 from decodescope.telemetry.window import EngineWindow
 
@@ -52,6 +53,12 @@ class LogAccumulator:
         self._bins = Binner()
         self._kept: deque[EngineWindow] = deque(maxlen=max_windows if max_windows > 0 else None)
         self.flag_counts: dict[str, int] = {}
+        # Step-rate bookkeeping: windows whose step rate is unknown (drafts only, partial
+        # coverage) or withheld (counts contradict), and drafts vs steps where both are known.
+        self.step_unknown = self.step_withheld = self.partial_coverage = 0
+        self._cov_drafts = self._cov_steps = 0.0
+        self._drafts_rate = array("d")
+        self.spec: dict[str, Any] = {}
 
     def add(self, w: EngineWindow) -> None:
         self.n += 1
@@ -100,7 +107,19 @@ class LogAccumulator:
         running = w.running
         if rate_ok:
             decode = w.decode_rate
-            step = window_step_rate(w)
+            info = step_info(w)
+            step = info.rate
+            if info.withheld:
+                self.step_withheld += 1
+            elif step is None and w.drafts:
+                self.step_unknown += 1
+            if info.coverage is not None and w.drafts:
+                if info.coverage < FULL_COVERAGE:
+                    self.partial_coverage += 1
+                self._cov_drafts += w.drafts
+                self._cov_steps += w.drafts / info.coverage
+            if info.drafts_rate is not None and "idle" not in flags:
+                self._drafts_rate.append(info.drafts_rate)
         if "idle" in flags:
             self.idle += 1
         else:
@@ -154,6 +173,10 @@ class LogAccumulator:
             since_s=selection.since_s if selection else None,
             until_s=selection.until_s if selection else None,
             bins=self._bins.bins(), windows=tuple(self._kept),
+            draft_coverage=(self._cov_drafts / self._cov_steps if self._cov_steps else None),
+            drafts_rate=summary_of(self._drafts_rate),
+            windows_step_unknown=self.step_unknown, windows_steps_withheld=self.step_withheld,
+            windows_partial_coverage=self.partial_coverage, spec=dict(self.spec),
         )
         notes = notes_for(summary, counts, self.flag_counts, selection)
         return replace(summary, notes=notes)
@@ -200,17 +223,9 @@ def _estimated_steps(w: EngineWindow, mal: float) -> float | None:
 
 
 def window_step_rate(w: EngineWindow) -> float | None:
-    """Verification steps / s / running request; from counts, else decode rate / MAL."""
-    s = w.step_rate
-    if s is not None:
-        return s
-    per_req = w.decode_rate_per_request
-    if per_req is None:
-        return None
-    mal = w.mal
-    if mal:
-        return per_req / mal
-    return per_req if "spec_off" in w.flags else None  # no drafts: one token per step
+    """Verification steps / s / running request, or None when the window cannot tell (never
+    the draft rate: see steps.py)."""
+    return step_info(w).rate
 
 
 def analyze_log(path: str, since: str | float | datetime | None = None,
@@ -232,7 +247,16 @@ def analyze_log(path: str, since: str | float | datetime | None = None,
                                           reader_out=readers)):
         acc.add(w)
     found = readers[0].engine.name if readers and readers[0].engine else None
+    acc.spec = spec_of(readers[0] if readers else None)
     return replace(acc.finish(path, found, counts, selection), simulated=is_simulated(path))
+
+
+def spec_of(reader: Any) -> dict[str, Any]:
+    """What the whole log said about speculative decoding (vLLM: method and k from the launch
+    config and the spec lines, `off` without either); {} when the engine does not tell."""
+    asm = getattr(reader, "assembler", None)
+    info = getattr(asm, "spec_info", None)
+    return dict(info()) if callable(info) else {}
 
 
 SIM_MARK = b"decodescope SIMULATOR"  # first line of a log written by `decodescope sim`

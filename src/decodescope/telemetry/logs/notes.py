@@ -37,6 +37,13 @@ def notes_for(s: LogSummary, counts: ParseCounts, flags: dict[str, int],
         names = ", ".join(sorted(counts.unknown_fields)[:8])
         out.append(Finding("logs.unknown_fields", "fields not known to decodescope were ignored",
                            context=names, severity="info"))
+    if counts.duplicates:
+        out.append(Finding(
+            "logs.duplicate_lines",
+            f"{_n(counts.duplicates, 'duplicated line')} dropped: the same engine printed the "
+            "same text twice within 50 ms (a log shipper writing every line twice)",
+            remedy="Counted once; fix the log pipeline so each line is written once",
+            severity="warning"))
     _flag_notes(out, flags)
     if sel is not None and sel.without_time:
         out.append(Finding(
@@ -50,6 +57,27 @@ def notes_for(s: LogSummary, counts: ParseCounts, flags: dict[str, int],
             "logs.selection_day", "the log spans more than one day; a time without a date was "
             "placed on " + _fmt(sel.since_s if sel.since_s is not None else sel.until_s),
             remedy="Give MM-DD HH:MM to pick another day", severity="info"))
+    if s.windows_partial_coverage:
+        cov = f" ({s.draft_coverage:.0%} of steps drafted)" if s.draft_coverage is not None else ""
+        out.append(Finding(
+            "logs.partial_draft_coverage",
+            f"not every decode step drafted{cov}: drafts per second are not a step rate",
+            context=(f"step rate from generated − accepted where the counts allow; unknown for "
+                     f"{_n(s.windows_step_unknown, 'window')} (drafts only)"),
+            remedy="vLLM log lines have no step counter: probe with /metrics reachable "
+                   "(vllm:iteration_tokens_total counts steps) for an exact step rate",
+            severity="info"))
+    if s.windows_steps_withheld:
+        out.append(Finding(
+            "logs.steps_withheld",
+            f"step rate withheld for {_n(s.windows_steps_withheld, 'window')}: generated − "
+            "accepted is below the drafts (generated tokens rebuilt from the printed throughput "
+            "× interval do not match the spec counts)", severity="info"))
+    if s.spec.get("off") and s.engine == "vllm" and s.windows_total:
+        out.append(Finding(
+            "logs.spec_off",
+            "no speculative-decoding line and no speculative launch config in the log: "
+            "speculative decoding off (MAL 1, one token per step)", severity="info"))
     if s.mal_overall_estimated:
         out.append(Finding(
             "logs.mal_printed", "this engine prints MAL but no draft counts: overall MAL weights "

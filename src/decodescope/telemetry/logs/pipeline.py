@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -32,6 +33,12 @@ from decodescope.telemetry.window import EngineWindow
 
 ENGINE_NAMES = ("vllm", "sglang", "llamacpp")
 IDLE_FLUSH_S = 2.0  # follow mode: emit held windows after this long without new lines
+# Some log shippers (a docker log driver plus a sidecar, journald forwarding twice) write every
+# line twice within a millisecond. A record equal to a recent one in everything but its stamp,
+# stamped within DUP_WINDOW_S of it, is such a copy: counted (ParseCounts.duplicates), dropped.
+# Two engines never print the same record: pid and engine id are part of it.
+DUP_WINDOW_S = 0.05
+DUP_RECENT = 16  # records remembered for the comparison (copies arrive next to each other)
 
 
 class _Assembler(Protocol):
@@ -93,6 +100,24 @@ class LineReader:
         self.clock, self.counts = clock, counts
         self.engine: _Engine | None = _ENGINES[engine] if engine else None
         self._asm: _Assembler | None = self.engine.assembler(counts) if self.engine else None
+        self._recent: deque[tuple[float, str]] = deque(maxlen=DUP_RECENT)
+
+    @property
+    def assembler(self) -> Any:
+        """The engine's window assembler (None until the engine is known)."""
+        return self._asm
+
+    def _duplicate(self, rec: Any) -> bool:
+        """True for a copy of a recent record (same fields, stamps within DUP_WINDOW_S)."""
+        t = getattr(rec, "t_s", None)
+        if t is None:
+            return False  # no clock: two equal lines may be two equal requests
+        key = repr(rec._replace(t_s=None))
+        for t0, k0 in self._recent:
+            if k0 == key and abs(t - t0) <= DUP_WINDOW_S:
+                return True
+        self._recent.append((t, key))
+        return False
 
     def keywords(self) -> tuple[bytes, ...]:
         if self.engine is None:
@@ -119,6 +144,9 @@ class LineReader:
         self.counts.lines_matched += 1
         if isinstance(rec, Unparsed):
             self.counts.unparsed[rec.kind] += 1
+            return []
+        if self._duplicate(rec):
+            self.counts.duplicates += 1
             return []
         self.counts.lines_parsed += 1
         self.counts.formats[format_of(rec)] += 1
@@ -195,6 +223,8 @@ class Selection:
     until_s: float | None = None
     resolved: bool = False
     without_time: int = 0  # windows left out because they carry no clock time
+    # `--until 23:45:00` names a whole second: with sub-second stamps, 23:45:00.4 is inside it.
+    _until_res: float = 0.0
 
     @property
     def active(self) -> bool:
@@ -212,7 +242,8 @@ class Selection:
             if not self.resolved:
                 self._resolve(w.t_start_s if w.t_start_s is not None else t)
             if (self.since_s is None or t >= self.since_s) and \
-                    (self.until_s is None or t <= self.until_s):
+                    (self.until_s is None or t < self.until_s + self._until_res
+                     or t <= self.until_s):
                 yield w
 
     def _resolve(self, anchor_s: float) -> None:
@@ -221,6 +252,7 @@ class Selection:
             self.since_s = self.since.resolve(anchor_s)
         if self.until is not None:
             self.until_s = self.until.resolve(anchor_s, not_before_s=self.since_s)
+            self._until_res = self.until.resolution_s
         if self.since_s is not None and self.until_s is not None and self.until_s < self.since_s:
             raise UsageError(f"--until {self.until.text if self.until else ''} is before "
                              f"--since {self.since.text if self.since else ''}",

@@ -25,6 +25,7 @@ class ParseCounts:
     formats: Counter[str] = field(default_factory=Counter)  # format variant -> lines
     rotations: int = 0  # follow mode: file replaced (new inode)
     truncations: int = 0  # follow mode: file shrank
+    duplicates: int = 0  # lines dropped as copies (same engine, same text, stamps ≤ 50 ms apart)
 
     def note_unknown(self, names: Any) -> None:
         for name in names:
@@ -41,4 +42,5 @@ class ParseCounts:
             "formats": dict(self.formats),
             "rotations": self.rotations,
             "truncations": self.truncations,
+            "duplicates": self.duplicates,
         }

@@ -30,6 +30,9 @@ class TimeSpec:
     hour: int = 0
     minute: int = 0
     second: int = 0
+    # The unit of the last field given: 1 s for `23:45` / `23:45:10` / ISO without a fraction
+    # (an --until names that whole second), 0 for an exact instant (fraction, epoch float).
+    resolution_s: float = 0.0
 
     def resolve(self, anchor_s: float, *, not_before_s: float | None = None) -> float:
         """Epoch seconds; partial times are placed relative to `anchor_s` (see module doc)."""
@@ -67,17 +70,18 @@ def parse_time(text: str | float | datetime) -> TimeSpec:
         if m := _HM.match(s):
             h, mi, sec = int(m[1]), int(m[2]), int(m[3] or 0)
             _check(h, mi, sec, s)
-            return TimeSpec(s, hour=h, minute=mi, second=sec)
+            return TimeSpec(s, hour=h, minute=mi, second=sec, resolution_s=1.0)
         if m := _MDHM.match(s):
             mo, d, h, mi, sec = int(m[1]), int(m[2]), int(m[3]), int(m[4]), int(m[5] or 0)
             _check(h, mi, sec, s)
             if not (1 <= mo <= 12 and 1 <= d <= 31):
                 raise ValueError(s)
-            return TimeSpec(s, month=mo, day=d, hour=h, minute=mi, second=sec)
+            return TimeSpec(s, month=mo, day=d, hour=h, minute=mi, second=sec, resolution_s=1.0)
         if _EPOCH.match(s):
-            return TimeSpec(s, absolute_s=float(s))
+            return TimeSpec(s, absolute_s=float(s), resolution_s=0.0 if "." in s else 1.0)
         dt = datetime.fromisoformat(s.replace("Z", "+00:00"))
-        return TimeSpec(s, absolute_s=dt.timestamp())
+        return TimeSpec(s, absolute_s=dt.timestamp(),
+                        resolution_s=0.0 if dt.microsecond else 1.0)
     except ValueError:
         raise UsageError(f"cannot read time {text!r}", remedy=f"Use {_FORMS}") from None
 

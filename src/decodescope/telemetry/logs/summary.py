@@ -73,6 +73,12 @@ class LogSummary:
     windows: tuple[EngineWindow, ...] = ()  # the most recent, up to max_windows
     notes: tuple[Finding, ...] = ()
     simulated: bool = False  # written by `decodescope sim` (its header line says so)
+    draft_coverage: float | None = None  # Σdrafts / Σsteps where both are known (1: every step)
+    drafts_rate: Summary | None = None  # drafts / s / running request, per window (NOT steps)
+    windows_step_unknown: int = 0  # windows with drafts but no step rate (coverage < 1 ...)
+    windows_steps_withheld: int = 0  # generated − accepted below the drafts: counts contradict
+    windows_partial_coverage: int = 0  # windows where not every step drafted (n-gram, suffix)
+    spec: dict[str, Any] = field(default_factory=dict)  # method, k, lines, off (vLLM)
     schema_version: int = SCHEMA_VERSION
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -97,6 +103,12 @@ class LogSummary:
             "mal_overall": self.mal_overall,
             "mal_overall_estimated": self.mal_overall_estimated,
             "step_rate_per_s": s(self.step_rate),
+            "draft_coverage": self.draft_coverage,
+            "drafts_per_s": s(self.drafts_rate),
+            "windows_step_unknown": self.windows_step_unknown,
+            "windows_steps_withheld": self.windows_steps_withheld,
+            "windows_partial_coverage": self.windows_partial_coverage,
+            "spec": self.spec,
             "running": s(self.running),
             "generation_tokens": self.generation_tokens,
             "drafts": self.drafts,
@@ -129,8 +141,15 @@ class LogSummary:
                            f"(peak {self.decode.max:.1f})")
         if self.mal_overall is not None:
             figures.append(f"MAL {self.mal_overall:.2f}")
+        elif self.spec.get("off") and self.engine == "vllm" and self.decode is not None:
+            figures.append("speculative decoding off (MAL 1)")
+        if self.draft_coverage is not None and self.draft_coverage < 0.97:
+            figures.append(f"{self.draft_coverage:.0%} of steps drafted")
         if self.step_rate is not None:
             figures.append(f"step rate {self.step_rate.median:.1f}/s")
+        elif self.drafts_rate is not None:
+            figures.append(f"step rate unknown (drafts {self.drafts_rate.median:.1f}/s are not "
+                           "steps)")
         if self.running is not None and self.running.median != 1:
             figures.append(f"{self.running.median:g} running")
         if not figures:

@@ -18,10 +18,11 @@ ENGINE = "vllm"
 STATS_KEY = "Avg prompt throughput: "
 SPEC_KEYS = ("SpecDecoding metrics: ", "Speculative metrics: ")
 CONFIG_KEY = "num_spec"
-# " metrics: " finds both spec spellings in one pass; the launch-config keyword is searched
+LAUNCH_KEY = "non-default args"  # vLLM ≥ 0.8 logs its non-default launch arguments once
+# " metrics: " finds both spec spellings in one pass; the launch-config keywords are searched
 # only until k is known from the spec lines themselves (LEAN_KEYWORDS).
 LEAN_KEYWORDS = (STATS_KEY.encode(), b" metrics: ")
-KEYWORDS = (*LEAN_KEYWORDS, CONFIG_KEY.encode())
+KEYWORDS = (*LEAN_KEYWORDS, CONFIG_KEY.encode(), LAUNCH_KEY.encode())
 
 _INT = re.compile(r"\d+")
 _ENGINE_TAG = re.compile(r"(?:Engine (\d+)|(\d+) Engines Aggregated):\s*$")
@@ -39,6 +40,7 @@ _FAST_SPEC = re.compile(
     rf"Per-position acceptance rate: (\d+(?:\.\d+)?(?:, \d+(?:\.\d+)?)*), "
     rf"Avg Draft acceptance rate: {_N}%\s*$")
 _CONFIG_K = re.compile(r"num_spec(?:ulative)?_tokens['\"]?\s*[=:]\s*(\d+)")
+_CONFIG_METHOD = re.compile(r"\bmethod['\"]?\s*[=:]\s*['\"]?([A-Za-z][\w\-]*)")
 
 # Stats fields we know -> name in EngineWindow.printed.
 STATS_FIELDS = {
@@ -103,7 +105,12 @@ class VSpec(NamedTuple):
 
 
 class VConfig(NamedTuple):
-    k: int
+    """Speculative settings from a launch line: k and method (`ngram`, `suffix`, `mtp`,
+    `eagle3` ...); k None with `spec` False: a launch line without any speculative config."""
+
+    k: int | None
+    method: str | None = None
+    spec: bool = True
 
 
 Record = VStats | VSpec | VConfig
@@ -120,7 +127,12 @@ def parse(text: str, clock: Clock, counts: ParseCounts) -> Record | Unparsed | N
             return _spec(text, i, len(key), clock, counts)
     if CONFIG_KEY in text:
         m = _CONFIG_K.search(text)
-        return VConfig(int(m.group(1))) if m else None
+        if m is None:
+            return None
+        meth = _CONFIG_METHOD.search(text, max(0, text.find("speculative")))
+        return VConfig(int(m.group(1)), meth.group(1).lower() if meth else None)
+    if LAUNCH_KEY in text:
+        return None if "speculative" in text else VConfig(None, None, spec=False)
     return None
 
 

@@ -74,13 +74,24 @@ class VllmAssembler:
         self._keys: dict[tuple[int | None, str | None], _Key] = {}
         self._open: dict[int | None, _Proto] = {}  # pid -> stats line that may get a spec line
         self._k_config: int | None = None
+        self.spec_method: str | None = None  # from the launch config, when logged
+        self.spec_configured: bool | None = None  # False: a launch line without spec config
+        self._k_lines: int | None = None  # k from the spec lines themselves
+        self.spec_lines = 0  # SpecDecoding / Speculative metrics lines read
         self.config_known = False  # k known from spec lines: stop searching launch config
         self._v0: dict[int | None, tuple[str, tuple[int, int, int]]] = {}  # pid -> (mode, last)
 
     def feed(self, rec: VStats | VSpec | VConfig) -> list[EngineWindow]:
         if isinstance(rec, VConfig):
-            self._k_config = rec.k
+            self.spec_configured = rec.spec
+            if rec.spec:
+                self._k_config, self.spec_method = rec.k, rec.method
             return []
+        if isinstance(rec, VSpec):
+            self.spec_lines += 1
+            k_line = len(rec.per_pos) if rec.per_pos else rec.k
+            if k_line:
+                self._k_lines = k_line
         if not self.config_known and isinstance(rec, VSpec) and (rec.per_pos or rec.k):
             self.config_known = True
         if isinstance(rec, VStats):
@@ -104,6 +115,13 @@ class VllmAssembler:
     def flush(self) -> list[EngineWindow]:
         self._open.clear()
         return self._release(force=True)
+
+    def spec_info(self) -> dict[str, object]:
+        """What the log says about speculative decoding: method and k (None: not logged),
+        and `off` when the log has no speculative line and no speculative launch config."""
+        return {"method": self.spec_method, "k": self._k_lines or self._k_config,
+                "lines": self.spec_lines,
+                "off": self.spec_lines == 0 and not (self.spec_configured and self._k_config)}
 
     def _add(self, key: tuple[int | None, str | None], pid: int | None, t_s: float | None,
              default_s: float) -> _Proto:

@@ -1,0 +1,135 @@
+"""The decision: which verdict, with which named cause (docs/methodology.md, "Verdicts").
+
+Order:
+
+1. INCONCLUSIVE   a side has fewer than 2 units with a decode rate, or a run missed its caliber
+2. CONTAMINATED   either side's engine saw foreign load
+3. CALIBER_MISMATCH  caliber identities differ (or log-window evidence says so);
+   INCONCLUSIVE when the caliber cannot be established (log windows) and nobody asserted it
+4. same caliber — the headline is about the decode rate itself:
+   a. decode rate moved beyond noise and by at least the minimum effect → REGRESSION /
+      IMPROVEMENT. The cause is the component that carries it: stalls (pauses inside the
+      outputs, kept out of the rates), speculative decoding switched off / on, acceptance
+      (MAL or tokens per step) or step rate — a component counts only when it moved in the
+      decode rate's direction and survives Holm's correction over the two components; else
+      "decode rate" (split unknown or within noise).
+   b. stalls appeared while the decode rate between them did not move → REGRESSION (stalls)
+      when the time lost to them is beyond the minimum effect: a user sees it, but it is not a
+      step-rate regression.
+   c. the interval is too wide to rule out a ±10 % change → INCONCLUSIVE ("≥ N trials per side")
+   d. otherwise NO_CHANGE; a component that moved while the decode rate did not is a note.
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from decodescope.verdict import thresholds as th
+from decodescope.verdict.model import CaliberComparison, VerdictKind, acceptance
+from decodescope.verdict.side import Side
+from decodescope.verdict.stats import Change, holm, pct
+
+
+@dataclass(frozen=True)
+class Decision:
+    kind: VerdictKind
+    cause: str | None
+    trials_needed: int | None = None
+    notes: tuple[str, ...] = ()
+
+
+def spec_state(b: Side, c: Side) -> str | None:
+    """"off" when the current side ran without speculative decoding and the baseline with it,
+    "on" for the reverse, None when both sides agree (or it is unknown). A side without
+    speculation has tokens per step (1 by definition) but no MAL."""
+    def has_spec(s: Side) -> bool | None:
+        spec = getattr(s, "speculative", None)
+        if spec is not None:
+            return bool(spec)
+        if s.values("mal"):
+            return True
+        if s.values("tokens_per_step"):
+            return False
+        return None
+
+    hb, hc = has_spec(b), has_spec(c)
+    if hb is True and hc is False:
+        return "off"
+    if hb is False and hc is True:
+        return "on"
+    return None
+
+
+def _attributed(d: Change, parts: list[tuple[str, Change]]) -> str | None:
+    """The component that carries the decode change: significant after Holm, beyond the
+    minimum effect, moving in the decode rate's direction; the larger |log change| wins."""
+    if not parts:
+        return None
+    rejects = holm([x.p_value for _, x in parts])
+    sign = 1.0 if (d.rel or 0.0) > 0 else -1.0
+    best: tuple[float, str] | None = None
+    for (name, x), rej in zip(parts, rejects, strict=True):
+        lr = x.log_ratio
+        if not rej or lr is None or abs(x.rel or 0.0) < x.min_effect or lr * sign <= 0:
+            continue
+        if best is None or abs(lr) > best[0]:
+            best = (abs(lr), name)
+    return best[1] if best else None
+
+
+def stall_share(s: Side) -> float | None:
+    """Share of the steady-state time lost to stalls on a side (None: not measured)."""
+    st = getattr(s, "stalls", None)
+    if not st:
+        return None
+    v = st.get("time_share")
+    return float(v) if v is not None else None
+
+
+def decide(b: Side, c: Side, ch: dict[str, Change], cal: CaliberComparison, *,
+           min_effect: float = th.MIN_EFFECT, assume_same_caliber: bool = False) -> Decision:
+    d, s = ch["decode"], ch["step_rate"]
+    acc = acceptance(ch, b, c)
+    missed = [x for x in (getattr(b, "caliber_missed", None), getattr(c, "caliber_missed", None))
+              if x]
+    if d.status == "no_data":
+        return Decision("INCONCLUSIVE", f"too few {b.unit_name}s/{c.unit_name}s",
+                        th.RECOMMENDED_TRIALS)
+    if missed:
+        return Decision("INCONCLUSIVE", "caliber missed", None, tuple(missed))
+    if b.contamination or c.contamination:
+        return Decision("CONTAMINATED", "foreign load")
+    if cal.same is False:
+        return Decision("CALIBER_MISMATCH", "caliber")
+    if cal.same is None and not assume_same_caliber:
+        return Decision("INCONCLUSIVE", "caliber unknown", None, (
+            "the two sides' caliber could not be established (log windows): a verdict on the "
+            "stack needs both measured under one caliber",))
+    notes: list[str] = []
+    spec = spec_state(b, c)
+    sb, sc = stall_share(b), stall_share(c)
+    stall_gain = (sc or 0.0) - (sb or 0.0)
+    if d.changed:
+        kind: VerdictKind = "REGRESSION" if (d.rel or 0.0) < 0 else "IMPROVEMENT"
+        if spec is not None and ((spec == "off") == (kind == "REGRESSION")):
+            return Decision(kind, f"speculative decoding {spec}")
+        parts = [(n, x) for n, x in (("acceptance", acc), ("step rate", s))
+                 if x.status != "no_data"]
+        cause = _attributed(d, parts)
+        return Decision(kind, cause or "decode rate")
+    if abs(stall_gain) >= min_effect:
+        kind = "REGRESSION" if stall_gain > 0 else "IMPROVEMENT"
+        return Decision(kind, "stalls", None, (
+            f"between stalls the decode rate did not move ({d.describe()})",))
+    if d.status == "undecidable":
+        wide = [x for x in (d, acc, s) if x.status == "undecidable"]
+        needed = [x.trials_needed for x in wide]
+        return Decision("INCONCLUSIVE", "noise",
+                        None if None in needed else max(n or 0 for n in needed))
+    for name, x in (("MAL" if acc is ch["mal"] else "tokens per step", acc), ("step rate", s)):
+        if x.changed:
+            notes.append(f"{name} moved {pct(x.rel or 0.0)} beyond noise while the decode rate "
+                         "did not: a component moved, decode did not")
+    return Decision("NO_CHANGE", None, None, tuple(notes))

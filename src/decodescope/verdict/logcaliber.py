@@ -1,0 +1,86 @@
+"""Same caliber? for log windows, whose caliber is unknown: only what the logs show.
+
+Unknown is not same. A log window carries no prompt, sampling or output length, so the caliber
+is *established* for log windows only when
+- the user asserts it (`triage --assume-same-caliber`: both sides carry `caliber_asserted`), or
+- both sides' MAL fall in the same named band of a band table that fits the stack — the
+  speculative method and k read from the log (`bands.bands_fit`): the built-in bands are for
+  MTP-like drafting with k=6 and say nothing about n-gram k=3, where MAL sits near k + 1 on
+  code and near 1 on chat.
+The logs show a mismatch when the running-request counts differ (a different concurrency) or
+fitting bands name different content. Everything else is `same = None` ("not established",
+with "mismatch suspected" when MAL moved a lot): the verdict is then INCONCLUSIVE, never
+REGRESSION / IMPROVEMENT (verdict/decide.py).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from decodescope.verdict import thresholds as th
+from decodescope.verdict.bands import Band, bands_fit, classify, describe
+from decodescope.verdict.model import CaliberComparison
+from decodescope.verdict.side import Side
+
+# MAL moving by more than this (relative) between two sides whose caliber is not established is
+# reported as "mismatch suspected": MAL follows content (the seed: code 4–5, chat 2.5–3).
+SUSPECT_MAL_CHANGE = 0.15
+
+
+def _stack(s: Side) -> str:
+    if s.spec_method == "off":
+        return "speculative decoding off"
+    what = s.spec_method or ("drafts every step" if s.every_step_drafts else
+                             "not every step drafts" if s.every_step_drafts is False
+                             else "method not logged")
+    return what + (f", k={s.spec_k}" if s.spec_k else "")
+
+
+def _suspect(mb: float | None, mc: float | None) -> str:
+    if mb and mc and abs(math.log(mc / mb)) >= math.log1p(SUSPECT_MAL_CHANGE):
+        return (f"; mismatch suspected: MAL {mb:.2f} → {mc:.2f} moves with content "
+                "(code reads higher than chat)")
+    return ""
+
+
+def compare_log_calibers(b: Side, c: Side, bands: Sequence[Band]) -> CaliberComparison:
+    """Same caliber? when at least one side is log windows (no caliber identity)."""
+    rb, rc = b.median("running"), c.median("running")
+    if rb is not None and rc is not None and abs(rb - rc) >= th.RUNNING_DIFF_IS_CONCURRENCY:
+        return CaliberComparison(False, f"unknown for log windows; running requests differ "
+                                        f"({rb:g} → {rc:g}): a different concurrency")
+    if b.caliber_asserted and c.caliber_asserted:
+        return CaliberComparison(True, "asserted by the user (--assume-same-caliber); the log "
+                                       "windows do not show it")
+    mb, mc = b.median("mal"), c.median("mal")
+    logs = [s for s in (b, c) if s.kind == "log"]
+    head = ("not established: " + (f"{c.name if b.kind == 'log' else b.name} is log windows "
+                                   "(no caliber)" if len(logs) == 1 else
+                                   "log windows carry no caliber"))
+    off = [s for s in (b, c) if s.spec_method == "off"]
+    if len(off) == 1:
+        return CaliberComparison(None, f"{head}; speculative decoding off on {off[0].name} "
+                                       "(MAL 1 by definition), so MAL cannot show the content")
+    if b.kind == "log" and c.kind == "log" and (b.spec_k, b.spec_method) != (c.spec_k, c.spec_method) \
+            and None not in (b.spec_k, c.spec_k):
+        return CaliberComparison(None, f"{head}; speculative settings differ ({_stack(b)} → "
+                                       f"{_stack(c)}): MAL bands cannot compare content"
+                                 + _suspect(mb, mc))
+    fits = []
+    for s in logs:
+        ok, why = bands_fit(bands, s.spec_method, s.spec_k, s.every_step_drafts)
+        if not ok:
+            return CaliberComparison(None, f"{head}; MAL bands do not fit {s.name} ({why})"
+                                     + _suspect(mb, mc))
+        fits.append(why)
+    bb, bc = classify(mb, bands), classify(mc, bands)
+    scope = f" ({fits[0]})" if fits else ""
+    if bb is not None and bc is not None:
+        if bb.name != bc.name:
+            return CaliberComparison(False, f"unknown for log windows; MAL bands{scope} say "
+                                            f"different content ({bb.name} → {bc.name})")
+        return CaliberComparison(True, f"same content class by MAL band{scope}: {bb.name} on "
+                                       "both sides (log windows: the caliber itself is unknown)")
+    return CaliberComparison(None, f"{head}; MAL bands{scope} say {describe(mb, bands)} → "
+                                   f"{describe(mc, bands)}" + _suspect(mb, mc))
