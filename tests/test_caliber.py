@@ -124,3 +124,46 @@ def test_spec_roundtrip():
     assert isinstance(resolve("demo-varied-prose").sampling, SamplingSpec)
     assert isinstance(resolve("demo-varied-prose").output, OutputSpec)
     assert isinstance(resolve("demo-varied-prose").prompt, PromptSpec)
+
+
+BASE = 'name = "lim"\nversion = 1\nconcurrency = {conc}\n[prompt]\nmaterial = "code"\nblocks = {blocks}\ntask = "x"\n[output]\nmax_tokens = {mt}\n'
+
+
+@pytest.mark.parametrize("values, needle", [
+    ({"blocks": 100_000_000}, "prompt.blocks must be within 0..2000"),
+    ({"blocks": -1}, "prompt.blocks must be within 0..2000"),
+    ({"conc": 0}, "concurrency must be within 1..1024"),
+    ({"conc": 100_000}, "concurrency must be within 1..1024"),
+    ({"mt": 10**12}, "output.max_tokens must be within 1..1048576"),
+])
+def test_limits_are_checked_before_any_material(tmp_path, monkeypatch, values, needle):
+    import decodescope.caliber.material as mat
+
+    monkeypatch.setattr(mat, "blocks", lambda *a: pytest.fail("material generated"))
+    f = tmp_path / "lim.toml"
+    f.write_text(BASE.format(**{"conc": 1, "blocks": 4, "mt": 64, **values}), encoding="utf-8")
+    with pytest.raises(CaliberError) as e:
+        load_file(f)
+    assert needle in e.value.one_line()
+
+
+def test_material_blocks_guard_other_paths():
+    c = resolve("demo-code-rewrite")
+    big = replace(c, prompt=replace(c.prompt, blocks=10**8))  # e.g. a stored caliber
+    with pytest.raises(CaliberError):
+        big.prompt_text()
+
+
+def test_names_and_file_size_are_limited(tmp_path, monkeypatch):
+    from decodescope.caliber import load
+
+    for bad in ("a/b", 'a"b', "a@1", "x.toml", ""):
+        with pytest.raises(CaliberError):
+            load.check_name(bad, "test")
+    load.check_name("parity-code-32k.v2_b", "test")
+    f = tmp_path / "c.toml"
+    f.write_text('name = "ok"\nversion = 1\n[prompt]\ntask = "x"\n', encoding="utf-8")
+    monkeypatch.setattr(load, "MAX_CALIBER_FILE_BYTES", 10)
+    with pytest.raises(CaliberError) as e:
+        load.load_file(f)
+    assert "at most 10 are read" in e.value.one_line()

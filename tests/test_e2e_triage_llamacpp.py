@@ -152,9 +152,11 @@ def test_code_rewrite_vs_varied_prose_is_a_caliber_mismatch(prose, capsys):
 
 
 @needs_engine
-def test_the_same_probe_twice_is_no_change(ngram_t2, capsys):
+def test_the_same_probe_twice_is_never_a_false_alarm(ngram_t2, capsys):
+    """What always holds on an unchanged server: no REGRESSION / IMPROVEMENT, never exit 1.
+    NO_CHANGE vs INCONCLUSIVE depends on the machine's load (the interval's width); the
+    power to say NO_CHANGE is measured by bench/bench_verdicts.py, not asserted here."""
     code, out = _triage(ngram_t2, "t2-again", "t2", capsys)
-    assert out["verdict"] == "NO_CHANGE", out["headline"]
-    assert code == 0
-    assert "not significant" in out["headline"] or "minimum effect" in out["headline"]
+    assert out["verdict"] in ("NO_CHANGE", "INCONCLUSIVE"), out["headline"]
+    assert code in (0, 3)
     assert _rows(out)["same launch cmdline?"]["status"] == "same"

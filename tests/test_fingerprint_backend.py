@@ -31,8 +31,9 @@ LLAMA_LOG = """\
 
 def test_vllm_lines_from_last_launch_only() -> None:
     lines, start, lineno = backend_lines(VLLM_LOG)
-    assert start == "non-default args: {'model': 'q'}"
-    assert lineno == 6
+    # the launch begins at its version line (vLLM prints it, then its args, then loads)
+    assert start == "vLLM API server version 0.11.2.dev499"
+    assert lineno == 5
     assert lines == [
         "Your GPU does not have native support for FP4 computation but FP4 quantization is being "
         "used. Weight-only FP4 compression will be used leveraging the Marlin kernel. This may "
@@ -63,7 +64,7 @@ def test_collect_backend_items(tmp_path: Path) -> None:
     log.write_text(VLLM_LOG)
     items = collect_backend(log)
     assert items["lines"].collected and len(items["lines"].value) == 4
-    assert items["last_start"].value["line_number"] == 6
+    assert items["last_start"].value["line_number"] == 5
     missing = collect_backend(tmp_path / "nope.log")
     assert missing["lines"].status == "unavailable" and "cannot read" in (missing["lines"].why or "")
     assert collect_backend(None)["lines"].why == "no engine log given (--log FILE)"

@@ -373,3 +373,131 @@ def test_h1_receipt_time_is_when_bytes_arrived_not_when_read():
     assert tr.ok, tr.error
     b = next(c for c in tr.chunks if c.content == "b")
     assert abs(b.t_recv_s - sent[0]) < 0.01  # read ~0.15 s later, stamped on arrival
+
+
+# ---- bounded responses (issue 13) -----------------------------------------------------------
+
+class Endless(httpx.AsyncByteStream):
+    """An endless body; counts the blocks it was asked for."""
+
+    def __init__(self, block):
+        self.block = block
+        self.yielded = 0
+
+    async def __aiter__(self):
+        while True:
+            self.yielded += 1
+            yield self.block
+
+
+def run_body(handler, body):
+    async def go():
+        async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as c:
+            return await stream_request(c, URL, "/v1/chat/completions", body, clock=Clock())
+    return asyncio.run(go())
+
+
+def test_sse_parser_is_linear_in_a_line_that_never_ends():
+    # 15,000 blocks of 1 KiB without a newline: the old parser copied the whole buffer per
+    # block (~115 GB of copying); this one keeps pieces and joins once.
+    p = SSEParser()
+    piece = b"x" * 1024
+    t0 = time.monotonic()
+    assert p.feed(b"data: ") == []
+    for _ in range(15_000):
+        assert p.feed(piece) == []
+    assert p.pending_bytes == 6 + 15_000 * 1024
+    (event,) = p.feed(b"\n\n")
+    assert len(event) == 15_000 * 1024
+    assert time.monotonic() - t0 < 30  # generous: linear takes milliseconds
+
+
+def test_sse_parser_refuses_an_event_past_its_limit():
+    from decodescope.errors import MalformedSSEError
+
+    p = SSEParser(max_event_bytes=1000)
+    p.feed(b"data: " + b"y" * 500)
+    with pytest.raises(MalformedSSEError):
+        p.feed(b"y" * 600)
+    p2 = SSEParser(max_event_bytes=1000)  # many data lines of one event count together
+    with pytest.raises(MalformedSSEError):
+        for _ in range(20):
+            p2.feed(b"data: " + b"z" * 100 + b"\n")
+
+
+def test_body_cap_follows_max_tokens():
+    from decodescope.probe.client import BODY_BYTES_NO_MAX_TOKENS, MIN_BODY_BYTES, body_cap
+
+    assert body_cap({"max_tokens": 100}) == (264, MIN_BODY_BYTES)
+    assert body_cap({"max_tokens": 32768}) == (65600, 32768 * 16 * 1024)
+    assert body_cap({}) == (None, BODY_BYTES_NO_MAX_TOKENS)
+
+
+def test_endless_stream_is_cut_at_the_chunk_cap_and_keeps_what_came():
+    stream = Endless(sse(chunk(content="a")) * 10)
+    tr = run_body(lambda r: httpx.Response(200, headers={"content-type": "text/event-stream"},
+                                           stream=stream), {"max_tokens": 20})
+    assert tr.error_kind == "ResponseTooLargeError" and "max_tokens" in tr.error
+    assert len(tr.chunks) == 2 * 20 + 64 and stream.yielded < 20
+
+
+def test_usage_beyond_the_cap_is_cut_too():
+    blocks = [sse(chunk(content="a", usage=usage(n))) for n in (1, 50, 500)]
+    tr = run_body(sse_response(blocks), {"max_tokens": 10})
+    assert tr.error_kind == "ResponseTooLargeError" and "500 tokens by usage" in tr.error
+
+
+def test_stream_without_events_is_cut_by_bytes():
+    stream = Endless(b": ping\n" * 1000)
+    tr = run_body(lambda r: httpx.Response(200, headers={"content-type": "text/event-stream"},
+                                           stream=stream), {"max_tokens": 10})
+    assert tr.error_kind == "ResponseTooLargeError" and "bytes" in tr.error
+    assert stream.yielded * 7000 < 5 * 1024 * 1024
+
+
+def test_non_sse_200_is_refused_at_the_headers_and_error_bodies_are_capped():
+    page = Endless(b"<p>login</p>" * 100)
+    tr = run_body(lambda r: httpx.Response(200, headers={"content-type": "text/html"}, stream=page),
+                  {"max_tokens": 10})
+    assert tr.error_kind == "NotSSEError" and "HTML" in tr.error and page.yielded == 0
+    err = Endless(b"E" * 4096)
+    tr = run_body(lambda r: httpx.Response(500, headers={"content-type": "text/plain"}, stream=err),
+                  {"max_tokens": 10})
+    assert tr.error_kind == "ServerError" and "HTTP 500" in tr.error
+    assert err.yielded <= 64 * 1024 // 4096 + 1
+
+
+def test_deadline_ends_a_request_that_never_answers():
+    class Stall(httpx.AsyncByteStream):
+        async def __aiter__(self):
+            await asyncio.sleep(3600)
+            yield b""
+
+    async def handler(request):
+        await asyncio.sleep(3600)  # no headers, ever
+        return httpx.Response(200)
+
+    async def go(h, deadline):
+        async with httpx.AsyncClient(transport=httpx.MockTransport(h)) as c:
+            return await stream_request(c, URL, "/v1/chat/completions", {"max_tokens": 5},
+                                        deadline_s=deadline)
+    t0 = time.monotonic()
+    tr = asyncio.run(go(handler, 0.2))
+    assert tr.error_kind == "UnreachableError" and "no answer within the deadline of 0.2 s" in tr.error
+    tr = asyncio.run(go(lambda r: httpx.Response(200, headers={"content-type": "text/event-stream"},
+                                                 stream=Stall()), 0.2))
+    assert tr.error_kind == "StreamClosedError" and "did not finish within the deadline" in tr.error
+    assert time.monotonic() - t0 < 30
+
+
+def test_h1_chunk_size_line_that_never_ends_is_refused():
+    def script(srv, c, i):
+        srv.read_request(c)
+        c.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                  b"transfer-encoding: chunked\r\n\r\n")
+        with contextlib.suppress(OSError):
+            for _ in range(100):
+                c.sendall(b"f" * 4096)
+
+    (tr,) = h1_run(Scripted(script))
+    assert tr.error_kind == "StreamClosedError" and "too long" in tr.error

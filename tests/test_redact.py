@@ -131,3 +131,53 @@ def test_secret_names() -> None:
     for name in ("--max-num-batched-tokens", "--tokenizer", "--ssl-keyfile", "PYTHONPATH",
                  "TOKENIZERS_PARALLELISM", "--num-speculative-tokens", "--port"):
         assert not is_secret_name(name), name
+
+
+def test_url_password_registered_from_text_raw_and_decoded() -> None:
+    from decodescope.redact import register_url_secrets
+
+    register_url_secrets("probe http://bob:pw%40Secret9@host:8000/v1 --trials 1")
+    for leak in ("pw%40Secret9", "pw@Secret9"):
+        assert leak not in redact_text(f"server said: bad password {leak}")
+
+
+def test_userinfo_password_containing_at_sign_is_fully_redacted() -> None:
+    assert redact_text("GET http://u:p@ss@host/x failed") == f"GET http://{REDACTED}@host/x failed"
+
+
+def test_key_value_rule_keeps_json_valid() -> None:
+    doc = json.dumps({"api_key": 12345, "auth": True, "token": "abc123", "nested": {"x": 1}})
+    out = json.loads(redact_text(doc))
+    assert out == {"api_key": REDACTED, "auth": True, "token": REDACTED, "nested": {"x": 1}}
+    assert redact_text("--label key=value") == "--label key=value"  # a placeholder
+
+
+def test_redact_record_keeps_measurements_and_types() -> None:
+    from decodescope.redact import redact_record
+
+    register_secret(CANARY)
+    rec = {"url": f"http://u:{CANARY}@h:1/metrics", "decode_rate": 41.5, "tokens": 7,
+           "api_key": "plain", "max_token_budget": 3, "error": f"echo {CANARY}", "ok": True,
+           "list": [("a", 1)]}
+    out = redact_record(rec)
+    assert out == {"url": f"http://{REDACTED}@h:1/metrics", "decode_rate": 41.5, "tokens": 7,
+                   "api_key": REDACTED, "max_token_budget": 3, "error": f"echo {REDACTED}",
+                   "ok": True, "list": [["a", 1]]}
+
+
+def test_output_pass_redacts_secrets_but_not_prose_or_help_text() -> None:
+    from decodescope.redact import redact_output
+
+    register_secret(CANARY)
+    assert redact_output(f"error: body said {CANARY}") == f"error: body said {REDACTED}"
+    assert redact_output("http://u:pw@h:1") == f"http://{REDACTED}@h:1"
+    assert redact_output("authorization: Bearer abc.def.ghi") == f"authorization: Bearer {REDACTED}"
+    for kept in ("first token arrives after 3 s", "--label key=value",
+                 "Require `Authorization: Bearer KEY` on /v1/*", "Qwen3-Coder-480B-A35B-Instruct"):
+        assert redact_output(kept) == kept
+
+
+def test_fast_path_skips_text_without_triggers_but_not_literals() -> None:
+    register_secret("plainsecretword")
+    assert redact_text("just some words") == "just some words"
+    assert redact_text("a plainsecretword b") == f"a {REDACTED} b"

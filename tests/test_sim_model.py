@@ -155,7 +155,7 @@ def test_fault_parse() -> None:
 
 
 def test_config_validation() -> None:
-    bad: list[dict[str, Any]] = [{"time_scale": 0}, {"k": 0}, {"reasoning_field": "thoughts"},
+    bad: list[dict[str, Any]] = [{"time_scale": 0}, {"k": -1}, {"reasoning_field": "thoughts"},
                                  {"acceptance": {"code": (0.5,)}}, {"sse_framing": "ws"}]
     for kw in bad:
         with pytest.raises(UsageError):

@@ -77,6 +77,8 @@ _GENERIC_RUN = re.compile(rf"[A-Za-z0-9+=]{{{GENERIC_TOKEN_MIN_LEN},}}")
 # a long run): text without any of it skips the rules (most stored strings are short).
 _MAYBE = re.compile(r"[:=@]|bearer|basic|token|digest|sk-|hf_|gh[pousr]_|github_pat_|glpat-|xox"
                     r"|AKIA|ASIA|eyJ|[A-Za-z0-9+=]{16}", re.IGNORECASE)
+# A documentation placeholder where a secret would go: KEY, API_KEY, <token>, ...
+_PLACEHOLDER = re.compile(r"(?:[A-Z][A-Z_]{1,15}|\.\.\.|<[^<>\s]{1,20}>)(?![A-Za-z0-9])")
 _URL_WITH_USERINFO = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^/\s'\"<>]+@[^\s'\"<>]*")
 
 
@@ -139,16 +141,39 @@ def redact_text(text: str) -> str:
     """Redact secrets inside free text (log lines, argv elements, error messages)."""
     if not text:
         return text
-    text = redact_literals(text)
+    text = redact_literals(_redact_userinfo(text))
     if not _MAYBE.search(text):
         return text
-    text = _USERINFO_IN_TEXT.sub(lambda m: f"{m.group(1)}{REDACTED}@", text)
     text = _HEADER_IN_TEXT.sub(_header_in_text, text)
     text = _AUTH_SCHEME.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
     text = _KV_IN_TEXT.sub(_kv_in_text, text)
     for pat in _KNOWN_FORMATS:
         text = pat.sub(REDACTED, text)
     return _GENERIC_RUN.sub(_generic_hit, text)
+
+
+def redact_output(text: str) -> str:
+    """The pass over everything the CLI prints: registered secrets, URL userinfo, header values
+    (`Authorization: ...`) and known key formats. Not the `name=value`, `token WORD` and
+    long-run rules: what is printed is built from values redacted where they were read or
+    stored, and those rules would mangle help text, labels (`--label key=value`) and prose
+    ("first token arrives")."""
+    if not text:
+        return text
+    text = redact_literals(_redact_userinfo(text))
+    if not _MAYBE.search(text):
+        return text
+    text = _HEADER_IN_TEXT.sub(_header_in_text, text)
+    for pat in _KNOWN_FORMATS:
+        text = pat.sub(REDACTED, text)
+    return text
+
+
+def _redact_userinfo(text: str) -> str:
+    """URL userinfo first, so `user:PASSWORD@` goes whole even when PASSWORD is registered."""
+    if "@" not in text:
+        return text
+    return _USERINFO_IN_TEXT.sub(lambda m: f"{m.group(1)}{REDACTED}@", text)
 
 
 def redact_literals(text: str) -> str:
@@ -166,6 +191,8 @@ def _header_in_text(m: re.Match[str]) -> str:
     value = m.group(3)
     scheme = re.match(r"\s*(Bearer|Basic|Token|Digest)\s+", value, re.IGNORECASE)
     kept = f"{scheme.group(1)} " if scheme else ""
+    if _PLACEHOLDER.match(value[scheme.end() if scheme else 0:]):  # `Bearer KEY` in help text
+        return m.group(0)
     return f"{m.group(1)}{m.group(2)}{kept}{REDACTED}"
 
 
@@ -173,7 +200,7 @@ def _kv_in_text(m: re.Match[str]) -> str:
     value = m.group("value")
     if (not is_secret_name(m.group("name")) or value == REDACTED
             or value.lower() in ("bearer", "basic", "token", "digest", "none", "null", "true",
-                                 "false")):
+                                 "false", "value")):
         return m.group(0)
     q1, q2 = m.group("q1"), m.group("q2")
     # `"api_key": 1234` in JSON: the replacement must stay a JSON value, so it gets quotes.

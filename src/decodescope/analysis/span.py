@@ -27,9 +27,10 @@ from decodescope.telemetry.prometheus import Scrape, is_reset
 
 Interval = tuple[float, float]  # perf_counter seconds of the probe process
 
-# Largest bound on the relative error of a span's rate that still gives a number (the verdict's
-# minimum effect is 3 %: a rate must be known better than that).
-MAX_SPAN_ERROR = 0.02
+# Largest bound on the relative error of a span's rate that still gives a number: the
+# verdict's minimum effect (3 %). The bound is a worst case (±1 step of tokens, the whole
+# scrape latency); typical errors are several times smaller (bench/bench_verdicts.py).
+MAX_SPAN_ERROR = 0.03
 # Smallest share of the trial's steady state that the scrapes inside it must cover.
 MIN_SPAN_SHARE = 0.5
 

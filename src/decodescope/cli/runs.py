@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from decodescope.cli.common import emit, json_option, store_option, to_jsonable
-from decodescope.redact import redact_text
+from decodescope.redact import redact_output
 from decodescope.store import runs as sr
 from decodescope.store.db import SCHEMA_VERSION, Store
 
@@ -99,7 +99,7 @@ def export_cmd(run: str, output: str | None, store_path: str | None) -> None:
     doc = {"schema_version": SCHEMA_VERSION, "kind": "decodescope.run", "run": to_jsonable(r.to_dict())}
     text = json.dumps(doc, indent=1)
     if output:
-        text = redact_text(text)  # stdout gets this pass in run_click; a file gets it here
+        text = redact_output(text)  # stdout gets this pass in run_click; a file gets it here
         with open(output, "w", encoding="utf-8") as f:
             f.write(text)
         click.echo(f"wrote {output}", err=True)

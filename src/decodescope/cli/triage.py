@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import click
 
 from decodescope.cli.common import emit, json_option, store_option
@@ -28,10 +30,15 @@ from decodescope.verdict.triage import triage
               help="Engine of a log-window side (default: detected from the log).")
 @click.option("--year", default=None, type=click.IntRange(1970, 9999),
               help="Year of year-less log stamps (vLLM prints MM-DD; default: the file's mtime).")
+@click.option("--assume-same-caliber", is_flag=True,
+              help="Assert that both sides ran the same workload (prompt, sampling, output "
+                   "length, concurrency). Log windows carry no caliber: without this, a log "
+                   "window whose caliber the MAL bands cannot establish is INCONCLUSIVE.")
 @store_option
 @json_option
 def command(current: str, baseline_sel: str, fmt: str, min_effect: float, bands_path: str | None,
-            engine: str | None, year: int | None, store_path: str | None, as_json: bool) -> int:
+            engine: str | None, year: int | None, assume_same_caliber: bool,
+            store_path: str | None, as_json: bool) -> int:
     """Compare CURRENT with --baseline and give one verdict with evidence.
 
     Each side is a stored run (42, last, key=value label), a baseline name, or an engine-log
@@ -52,7 +59,11 @@ def command(current: str, baseline_sel: str, fmt: str, min_effect: float, bands_
     finally:
         if store is not None:
             store.close()
-    verdict = triage(base, cur, min_effect=min_effect / 100.0, bands=bands)
+    if assume_same_caliber:
+        base = dataclasses.replace(base, caliber_asserted=True)
+        cur = dataclasses.replace(cur, caliber_asserted=True)
+    verdict = triage(base, cur, min_effect=min_effect / 100.0, bands=bands,
+                     assume_same_caliber=assume_same_caliber)
     if fmt == "md":
         from decodescope.report.markdown import render_verdict_md
 

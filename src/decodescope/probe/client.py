@@ -77,11 +77,12 @@ class StreamLimits:
     deadline_s: float | None = None  # the request may take this long in all, from send
 
 
-_LIMITS: ContextVar[StreamLimits] = ContextVar("decodescope_stream_limits", default=StreamLimits())
+DEFAULT_LIMITS = StreamLimits()
+_LIMITS: ContextVar[StreamLimits | None] = ContextVar("decodescope_stream_limits", default=None)
 
 
 def current_limits() -> StreamLimits:
-    return _LIMITS.get()
+    return _LIMITS.get() or DEFAULT_LIMITS
 
 
 @contextmanager
@@ -89,7 +90,7 @@ def stream_limits(idle_timeout_s: float | None = None,
                   deadline_s: float | None = None) -> Iterator[StreamLimits]:
     """Limits for the clients made and requests sent inside this block (the CLI's --timeout
     and --deadline reach probe/runner.py this way); None keeps the current value."""
-    cur = _LIMITS.get()
+    cur = current_limits()
     new = replace(cur, idle_timeout_s=cur.idle_timeout_s if idle_timeout_s is None else idle_timeout_s,
                   deadline_s=cur.deadline_s if deadline_s is None else deadline_s)
     token = _LIMITS.set(new)
@@ -340,19 +341,24 @@ class _Recorder:
                 where=f"{self.url}, after {len(self.rows)} chunks",
                 remedy="The server ignores max_tokens or sends junk; check the server or a proxy in between")
         on_event, rows, on_chunk = self.state.on_event, self.rows, self.on_chunk
+        cap = self.max_chunks if self.max_chunks is not None else -1
         for data in self.parser.feed(block):  # self.event, inlined: this runs for every chunk
             row = on_event(data, t, self.url)
             if row is not None:
+                if len(rows) == cap:
+                    self._too_many(cap)
                 rows.append(row)
                 if on_chunk is not None:
                     on_chunk(Chunk(*row))
-        cap = self.max_chunks
-        if cap is not None and (len(rows) > cap or self.state.last_completion_tokens > cap):
-            raise ResponseTooLargeError(
-                f"the stream passed {cap} chunks or tokens, more than max_tokens allows "
-                f"({len(rows)} chunks, {self.state.last_completion_tokens} tokens by usage)",
-                where=self.url,
-                remedy="The server ignores max_tokens; check the engine's version and options")
+        if cap >= 0 and self.state.last_completion_tokens > cap:
+            self._too_many(cap)
+
+    def _too_many(self, cap: int) -> None:
+        raise ResponseTooLargeError(
+            f"the stream passed {cap} chunks or tokens, more than max_tokens allows "
+            f"({len(self.rows)} chunks, {self.state.last_completion_tokens} tokens by usage)",
+            where=self.url,
+            remedy="The server ignores max_tokens; check the engine's version and options")
 
     def event(self, data: str, t: float) -> None:
         row = self.state.on_event(data, t, self.url)

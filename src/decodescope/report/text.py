@@ -88,6 +88,16 @@ def render_run(run: StoredRun) -> str:
                          f"{_f(t.get('engine_decode_rate')):>12}  "
                          f"{_f(t.get('engine_mal'), '{:.2f}'):>5}  "
                          f"{_f(t.get('engine_step_rate')):>6}  {t['status']}")
+        withheld = [t for t in trials if t.get("status") == "ok" and t.get("engine_withheld")]
+        if withheld and src:
+            which = ", ".join(str(t["idx"] + 1) for t in withheld)
+            lines.append(f"engine rate withheld for trial {which}: {withheld[0]['engine_withheld']}")
+    stalls = res.get("stalls") or {}
+    if stalls.get("count"):
+        lines.append(f"{'stalls':<22}{stalls['count']} in {stalls['requests']} requests, "
+                     f"{stalls['min_s']:.2f}–{stalls['max_s']:.2f} s, "
+                     f"{100 * (stalls.get('time_share') or 0):.0f}% of the steady state "
+                     "(left out of the rates)")
     findings = res.get("findings") or []
     if findings:
         lines.append("")

@@ -13,7 +13,7 @@ from typing import Any
 
 from decodescope.errors import StoreError
 from decodescope.probe.trace import RequestTrace
-from decodescope.redact import REDACTED, redact_record, registered_secrets
+from decodescope.redact import REDACTED, redact_record, redact_text, registered_secrets
 from decodescope.store.db import Store, dumps, dumps_redacted, loads
 from decodescope.telemetry.window import EngineWindow
 
@@ -81,7 +81,8 @@ def create_run(store: Store, *, url: str | None, model: str | None, engine: str 
             "INSERT INTO runs (created_at, kind, status, url, model, engine, simulated, caliber_ref,"
             " caliber_identity, caliber_json, labels_json, meta_json, fingerprint_json)"
             " VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (time.time(), kind, url, model, engine, int(simulated), caliber_ref, caliber_identity,
+            (time.time(), kind, _text(url), _text(model), _text(engine), int(simulated),
+             _text(caliber_ref), caliber_identity,
              dumps(caliber) if caliber is not None else None, dumps(labels), dumps(meta or {}),
              dumps(fingerprint) if fingerprint is not None else None),
         )
@@ -102,6 +103,11 @@ def add_trial(store: Store, run_id: int, idx: int, *, status: str, started_at: f
                       [(tid, i, trace_json(r)) for i, r in enumerate(requests)])
         c.executemany("INSERT INTO windows (run_id, trial_idx, source, window_json) VALUES (?, ?, ?, ?)",
                       [(run_id, idx, w.source, dumps(w.to_dict())) for w in windows])
+
+
+def _text(value: Any) -> Any:
+    """A plain text column gets the same redaction pass as the JSON ones."""
+    return redact_text(value) if isinstance(value, str) else value
 
 
 def trace_json(trace: RequestTrace) -> str:
@@ -148,7 +154,7 @@ def update_run(store: Store, run_id: int, **fields_: Any) -> None:
     for k, v in fields_.items():
         col = cols[k]
         sets.append(f"{col} = ?")
-        vals.append(dumps(v) if col.endswith("_json") else v)
+        vals.append(dumps(v) if col.endswith("_json") else _text(v))
     if fields_.get("status") in ("complete", "interrupted", "failed"):
         sets.append("finished_at = ?")
         vals.append(time.time())

@@ -79,6 +79,18 @@ def _attributed(d: Change, parts: list[tuple[str, Change]]) -> str | None:
     return best[1] if best else None
 
 
+def _by_identity(acc: Change, s: Change) -> str | None:
+    """decode rate = step rate × tokens per step: when one factor is unmeasured on a side and
+    the other is measured not to have moved (a narrow interval around 0), the unmeasured one
+    carries the change."""
+    still = ("not_significant", "below_min_effect")
+    if s.status == "no_data" and acc.status in still:
+        return "step rate"
+    if acc.status == "no_data" and s.status in still:
+        return "acceptance"
+    return None
+
+
 def stall_share(s: Side) -> float | None:
     """Share of the steady-state time lost to stalls on a side (None: not measured)."""
     st = getattr(s, "stalls", None)
@@ -117,7 +129,7 @@ def decide(b: Side, c: Side, ch: dict[str, Change], cal: CaliberComparison, *,
             return Decision(kind, f"speculative decoding {spec}")
         parts = [(n, x) for n, x in (("acceptance", acc), ("step rate", s))
                  if x.status != "no_data"]
-        cause = _attributed(d, parts)
+        cause = _attributed(d, parts) or _by_identity(acc, s)
         return Decision(kind, cause or "decode rate")
     if abs(stall_gain) >= min_effect:
         kind = "REGRESSION" if stall_gain > 0 else "IMPROVEMENT"

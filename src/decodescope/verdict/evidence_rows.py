@@ -7,7 +7,7 @@ from typing import Any
 from decodescope.evidence import EvidenceRow
 from decodescope.verdict import thresholds as th
 from decodescope.verdict.bands import describe
-from decodescope.verdict.model import Context, changed_word
+from decodescope.verdict.model import Context, changed_word, fmt_num
 from decodescope.verdict.side import Side, coverage_differs
 from decodescope.verdict.stats import Change
 
@@ -102,7 +102,7 @@ def _g2(v: float | None) -> str:
 
 
 def _g(v: float | None) -> str:
-    return "—" if v is None else f"{v:g}"
+    return fmt_num(v)
 
 
 def fingerprint_rows(b: Side, c: Side) -> list[EvidenceRow]:

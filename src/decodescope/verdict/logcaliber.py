@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 from decodescope.verdict import thresholds as th
 from decodescope.verdict.bands import Band, bands_fit, classify, describe
-from decodescope.verdict.model import CaliberComparison
+from decodescope.verdict.model import CaliberComparison, fmt_num
 from decodescope.verdict.side import Side
 
 # MAL moving by more than this (relative) between two sides whose caliber is not established is
@@ -49,7 +49,7 @@ def compare_log_calibers(b: Side, c: Side, bands: Sequence[Band]) -> CaliberComp
     rb, rc = b.median("running"), c.median("running")
     if rb is not None and rc is not None and abs(rb - rc) >= th.RUNNING_DIFF_IS_CONCURRENCY:
         return CaliberComparison(False, f"unknown for log windows; running requests differ "
-                                        f"({rb:g} → {rc:g}): a different concurrency")
+                                        f"({fmt_num(rb)} → {fmt_num(rc)}): a different concurrency")
     if b.caliber_asserted and c.caliber_asserted:
         return CaliberComparison(True, "asserted by the user (--assume-same-caliber); the log "
                                        "windows do not show it")
@@ -78,8 +78,8 @@ def compare_log_calibers(b: Side, c: Side, bands: Sequence[Band]) -> CaliberComp
     scope = f" ({fits[0]})" if fits else ""
     if bb is not None and bc is not None:
         if bb.name != bc.name:
-            return CaliberComparison(False, f"unknown for log windows; MAL bands{scope} say "
-                                            f"different content ({bb.name} → {bc.name})")
+            return CaliberComparison(False, f"unknown for log windows; MAL bands say different "
+                                            f"content ({bb.name} → {bc.name}){scope}")
         return CaliberComparison(True, f"same content class by MAL band{scope}: {bb.name} on "
                                        "both sides (log windows: the caliber itself is unknown)")
     return CaliberComparison(None, f"{head}; MAL bands{scope} say {describe(mb, bands)} → "

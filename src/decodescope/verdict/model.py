@@ -69,3 +69,13 @@ def changed_word(x: Change) -> str:
     if x.status == "undecidable":
         return "undecided: " + x.describe()
     return ("yes: " if x.changed else "no: ") + x.describe()
+
+
+def fmt_num(v: float | None, digits: int = 2) -> str:
+    """A number as a person reads it: whole numbers bare ('1'), others to `digits` decimals
+    ('0.80', never '0.804844'); '—' for no value."""
+    if v is None:
+        return "—"
+    if abs(v - round(v)) < 1e-9:
+        return str(int(round(v)))
+    return f"{v:.{digits}f}"

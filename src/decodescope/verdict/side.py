@@ -257,7 +257,7 @@ def contamination_of(run: StoredRun) -> str | None:
     conc = _concurrency(run)
     running = (_pooled([run]) or {}).get("running_max")
     if conc is not None and running is not None and running > conc + th.FOREIGN_RUNNING_TOLERANCE:
-        return f"engine saw {running:g} running requests, the probe sent {conc}"
+        return f"engine saw {running:.3g} running requests, the probe sent {conc}"
     return None
 
 
@@ -318,6 +318,7 @@ ADJACENT_TOLERANCE_S = 2.0  # stamps have 1 s resolution; two of them
 MIN_WINDOWS_FOR_RHO = 8  # fewer steady windows: ρ is not estimated (blocks of 1, noted)
 MAX_RHO = 0.8  # blocks of at most 9 windows
 MIN_BLOCKS = 3  # never fewer blocks than this when there are windows for them
+SHORT_STRETCH_WINDOWS = 3  # busy stretches shorter than this (median): windows hold idle time
 
 
 @dataclass(frozen=True)
@@ -391,13 +392,14 @@ def active(w: EngineWindow) -> bool:
 
 
 def steady(windows: Sequence[EngineWindow],
-           before: Sequence[EngineWindow] = ()) -> list[bool]:
+           before: Sequence[EngineWindow] | None = None) -> list[bool]:
     """Per window: active, and not partial (see the comment above). Windows without clock
     time (llama.cpp requests: each is a whole request) are steady when active. `before`: the
-    windows just before the selected range (context for the first ones, not judged)."""
+    windows just before the selected range (context for the first ones, not judged); None:
+    no context known, so the first window of each engine is not judged (kept when active)."""
     out = []
     last: dict[tuple[Any, ...], EngineWindow] = {}
-    for w in before:
+    for w in before or ():
         last[(w.printed.get("pid"), w.engine_id)] = w
     for w in windows:
         key = (w.printed.get("pid"), w.engine_id)
@@ -406,7 +408,7 @@ def steady(windows: Sequence[EngineWindow],
         if not active(w):
             out.append(False)
             continue
-        if w.t_start_s is None or w.t_end_s is None:
+        if w.t_start_s is None or w.t_end_s is None or (prev is None and before is None):
             out.append(True)
             continue
         ok = (prev is not None and prev.t_end_s is not None and active(prev)
@@ -447,7 +449,9 @@ def _lag1(xs: list[float | None], links: list[bool]) -> float | None:
             pairs += 1
     if pairs < MIN_WINDOWS_FOR_RHO - 1:
         return None
-    return num / den * len(vals) / pairs  # normalise to the pairs actually linked
+    rho = num / den * len(vals) / pairs  # normalise to the pairs actually linked
+    # White noise gives |ρ| up to ~1.96/√n by chance: only a significant ρ counts.
+    return rho if rho > 1.96 / math.sqrt(pairs) else 0.0
 
 
 def block_size(wins: Sequence[_Win]) -> tuple[int, float | None]:
@@ -504,17 +508,19 @@ def _normalise(w: EngineWindow, spec: LogSpec) -> EngineWindow:
 def side_from_windows(name: str, windows: Sequence[EngineWindow], *, source: str | None = None,
                       engine: str | None = None, logged_spec: dict[str, Any] | None = None,
                       trim: bool = True, block: int | None = None,
-                      before: Sequence[EngineWindow] = ()) -> Side:
+                      before: Sequence[EngineWindow] | None = None) -> Side:
     """A log side: one unit per block of adjacent steady engine windows (see above).
 
     logged_spec: what the whole log said about speculative decoding (LogSummary.spec);
     trim=False keeps partial windows; block fixes the block size (None: from ρ); before: the
-    windows just before the range (they tell whether the first window is partial)."""
+    windows just before the range (they tell whether the first window is partial; None: not
+    known, the first window is kept; [] : nothing before it, the first window is partial)."""
     from decodescope.telemetry.logs.steps import step_info
 
     spec = log_spec(windows, logged_spec)
     ws = [_normalise(w, spec) for w in windows]
-    keep = steady(ws, [_normalise(w, spec) for w in before]) if trim else [active(w) for w in ws]
+    ctx = None if before is None else [_normalise(w, spec) for w in before]
+    keep = steady(ws, ctx) if trim else [active(w) for w in ws]
     act = [w for w in ws if active(w)]
     used = [w for w, k in zip(ws, keep, strict=True) if k]
     wins: list[_Win] = []
@@ -566,6 +572,12 @@ def side_from_windows(name: str, windows: Sequence[EngineWindow], *, source: str
     elif rho is None and block is None and len(wins) >= MIN_BLOCKS:
         notes.append(f"only {len(wins)} steady windows: their dependence is not estimated; "
                      "the interval treats them as independent")
+    stretches = _stretches(ws)
+    if stretches and statistics.median(stretches) < SHORT_STRETCH_WINDOWS:
+        notes.append(f"busy stretches are short (median {statistics.median(stretches):g} "
+                     "windows): requests shorter than the log interval put idle time inside "
+                     "the windows, so their rates read low and partial windows cannot all be "
+                     "found; probe instead (decodescope probe) for per-request rates")
     if spec.method == "off":
         notes.append("speculative decoding off on this side (no speculative line in the log): "
                      "MAL 1 by definition, one token per step")
@@ -592,6 +604,30 @@ def side_from_windows(name: str, windows: Sequence[EngineWindow], *, source: str
         every_step_drafts=spec.every_step_drafts, block_windows=b,
         windows_trimmed=trimmed,
     )
+
+
+def _stretches(ws: Sequence[EngineWindow]) -> list[int]:
+    """Lengths (in windows) of the runs of adjacent busy windows, per engine."""
+    out: list[int] = []
+    cur: dict[tuple[Any, ...], tuple[int, float | None]] = {}
+    for w in ws:
+        if w.t_end_s is None:
+            continue
+        key = (w.printed.get("pid"), w.engine_id)
+        n, end = cur.get(key, (0, None))
+        if not active(w):
+            if n:
+                out.append(n)
+            cur[key] = (0, w.t_end_s)
+            continue
+        joined = end is not None and w.t_start_s is not None \
+            and abs(w.t_start_s - end) <= ADJACENT_TOLERANCE_S
+        if n and not joined:
+            out.append(n)
+            n = 0
+        cur[key] = (n + 1, w.t_end_s)
+    out.extend(n for n, _ in cur.values() if n)
+    return out
 
 
 def _block_label(grp: Sequence[_Win], i: int) -> str:

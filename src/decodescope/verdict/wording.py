@@ -266,10 +266,16 @@ def _next_steps(ctx: Context) -> list[str]:
                 f"({'matching the baseline: ' + cal if ref else 'see decodescope calibers list'}):",
                 f"  {probe} --trials {th.RECOMMENDED_TRIALS}"]
     if ctx.kind == "INCONCLUSIVE" and ctx.cause == "caliber unknown":
-        return ["Probe both stacks under one declared caliber, then triage the runs:",
-                f"  {probe} --trials {th.RECOMMENDED_TRIALS}",
-                "If you know both windows ran the same workload, say so: "
-                "triage ... --assume-same-caliber"]
+        n = th.RECOMMENDED_TRIALS
+        cur = shlex.quote(ctx.current.selector or ctx.current.name)
+        base = shlex.quote(ctx.baseline.selector or ctx.baseline.name)
+        return ["Probe both stacks under one caliber (same prompt, sampling, output length and "
+                "concurrency), then triage the two runs:",
+                f"  {probe} --trials {n} --label side=baseline   # on the baseline stack",
+                f"  {probe} --trials {n} --label side=current    # on the current stack",
+                "  decodescope triage side=current --baseline side=baseline",
+                "If you know both sides served the same workload, say so:",
+                f"  decodescope triage {cur} --baseline {base} --assume-same-caliber"]
     if ctx.kind == "INCONCLUSIVE" and ctx.cause == "caliber missed":
         return ["Re-run the probe so that it meets its caliber (see the run's findings):",
                 f"  {probe} --trials {th.RECOMMENDED_TRIALS}"]

@@ -62,8 +62,9 @@ def notes_for(s: LogSummary, counts: ParseCounts, flags: dict[str, int],
         out.append(Finding(
             "logs.partial_draft_coverage",
             f"not every decode step drafted{cov}: drafts per second are not a step rate",
-            context=(f"step rate from generated − accepted where the counts allow; unknown for "
-                     f"{_n(s.windows_step_unknown, 'window')} (drafts only)"),
+            context=("step rate from generated − accepted where the counts allow"
+                     + (f"; unknown for {_n(s.windows_step_unknown, 'window')} (drafts only)"
+                        if s.windows_step_unknown else "")),
             remedy="vLLM log lines have no step counter: probe with /metrics reachable "
                    "(vllm:iteration_tokens_total counts steps) for an exact step rate",
             severity="info"))

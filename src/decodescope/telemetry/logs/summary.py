@@ -151,7 +151,7 @@ class LogSummary:
             figures.append(f"step rate unknown (drafts {self.drafts_rate.median:.1f}/s are not "
                            "steps)")
         if self.running is not None and self.running.median != 1:
-            figures.append(f"{self.running.median:g} running")
+            figures.append(f"{self.running.median:.3g} running")
         if not figures:
             figures.append("no decode activity")
         return " ".join(parts) + " " + ", ".join(figures)

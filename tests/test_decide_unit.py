@@ -1,0 +1,124 @@
+"""The decision and the per-trial span, as pure functions (verdict/decide.py, analysis/span.py)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from decodescope.analysis.span import MAX_SPAN_ERROR, trial_span
+from decodescope.telemetry.prometheus import Scrape
+from decodescope.verdict.side import Side, Unit
+from decodescope.verdict.stats import holm
+from decodescope.verdict.triage import triage
+
+
+def side(name: str, decode: list[float], mal: list[float | None] | None = None,
+         step: list[float | None] | None = None, tps: list[float | None] | None = None) -> Side:
+    n = len(decode)
+    mal = mal or [None] * n
+    step = step or [None] * n
+    tps = tps or [None] * n
+    units = tuple(Unit(f"t{i}", decode_rate=decode[i], engine_decode_rate=decode[i], mal=mal[i],
+                       step_rate=step[i], tokens_per_step=tps[i] if tps[i] else mal[i])
+                  for i in range(n))
+    return Side(name, "run", "trial", units, name, caliber_ref="c@1", caliber_identity="abc",
+                concurrency=1)
+
+
+def test_mal_alone_moving_is_a_note_under_no_change():
+    """The unchanged-server case: MAL +4 % beyond noise, decode not significant."""
+    b = side("b", [100.0, 103.0, 97.0, 101.0], mal=[3.00, 3.01, 2.99, 3.00],
+             step=[33.3, 34.2, 32.4, 33.7])
+    c = side("c", [101.0, 98.0, 102.0, 99.0], mal=[3.12, 3.13, 3.11, 3.12],
+             step=[32.4, 31.3, 32.8, 31.7])
+    v = triage(b, c)
+    assert v.kind == "NO_CHANGE", v.headline
+    assert any("a component moved, decode did not" in n for n in v.notes)
+    assert v.exit_code == 0
+
+
+def test_speculation_off_with_faster_steps_is_a_regression_named_so():
+    """The H200 case: 862 → 542 tok/s, step rate up, MAL gone."""
+    b = side("b", [860.0, 865.0, 858.0], mal=[3.0, 3.01, 2.99], step=[287.0, 288.0, 286.0])
+    c = side("c", [540.0, 545.0, 541.0], step=[540.0, 545.0, 541.0], tps=[1.0, 1.0, 1.0])
+    v = triage(b, c)
+    assert v.label == "REGRESSION (speculative decoding off)", v.headline
+    assert v.exit_code == 1
+    assert "MAL is 1 by definition" in v.headline
+
+
+def test_a_component_against_the_decode_direction_does_not_name_it():
+    # decode down, step rate up a lot, tokens per step down more: acceptance carries it
+    b = side("b", [100.0, 101.0, 99.0], mal=[4.0, 4.02, 3.98], step=[25.0, 25.1, 24.9])
+    c = side("c", [70.0, 71.0, 69.5], mal=[2.0, 2.01, 1.99], step=[35.0, 35.3, 34.9])
+    v = triage(b, c)
+    assert v.label == "REGRESSION (acceptance)"
+
+
+def test_unmeasured_step_rate_is_named_by_the_identity():
+    b = side("b", [100.0, 101.0, 99.0], mal=[4.0, 4.02, 3.98])
+    c = side("c", [70.0, 71.0, 69.5], mal=[4.01, 3.99, 4.0])
+    v = triage(b, c)
+    assert v.label == "REGRESSION (step rate)", v.headline
+
+
+def test_holm_step_down():
+    assert holm([0.01, 0.04]) == [True, True]
+    assert holm([0.03, 0.04]) == [False, False]  # 0.03 > 0.05 / 2
+    assert holm([0.001, None]) == [True, False]
+
+
+def _scrapes(rate_tps: float, tps: float, t0: float, t1: float, dt: float,
+             latency: float = 0.002) -> list[Scrape]:
+    """An engine generating `rate_tps` tokens/s from t0 to t1, in steps of `tps` tokens,
+    scraped every dt with the given latency (counters read at the midpoint)."""
+    out = []
+    t = t0 - 0.5
+    step_s = tps / rate_tps
+    while t < t1 + 0.5:
+        mid = t + latency / 2
+        steps = math.floor(max(0.0, min(mid, t1) - t0) / step_s)
+        gen = steps * tps
+        acc = steps * (tps - 1)
+        out.append(Scrape(t, t, "vllm", {"generation_tokens": gen, "accepted_tokens": acc,
+                                         "drafts": steps, "draft_tokens": 3 * steps},
+                          {"running": 1.0 if t0 <= mid <= t1 else 0.0}, t_done_s=t + latency))
+        t += dt
+    return out
+
+
+def test_span_divides_by_own_requests_not_the_gauge():
+    sc = _scrapes(400.0, 4.0, 10.0, 14.0, 0.1)
+    sp = trial_span(sc, (10.05, 13.95), [(10.0, 14.0)])
+    assert sp is not None and sp.withheld is None
+    assert sp.decode_rate == pytest.approx(400.0, rel=0.01)
+    assert sp.step_rate == pytest.approx(100.0, rel=0.01)
+    assert sp.mal == pytest.approx(4.0) and sp.tokens_per_step == pytest.approx(4.0)
+
+
+def test_a_span_too_coarse_is_withheld_not_scaled():
+    sc = _scrapes(400.0, 4.0, 10.0, 10.5, 1.0)
+    sp = trial_span(sc, (10.02, 10.48), [(10.0, 10.5)])
+    assert sp is not None and sp.decode_rate is None and sp.withheld
+    assert "too coarse" in sp.withheld
+
+
+def test_a_slow_scrape_bounds_the_error_and_withholds():
+    sc = _scrapes(400.0, 4.0, 10.0, 11.0, 0.1, latency=0.05)
+    sp = trial_span(sc, (10.0, 11.0), [(10.0, 11.0)])
+    assert sp is not None and sp.error_bound is not None
+    assert sp.error_bound > MAX_SPAN_ERROR and sp.decode_rate is None
+
+
+def test_stalls_are_cut_out_of_the_span():
+    # 400 tok/s from 10 to 12 and from 14 to 16, a 2 s stall in between
+    a = _scrapes(400.0, 4.0, 10.0, 12.0, 0.1)
+    b = _scrapes(400.0, 4.0, 14.0, 16.0, 0.1)
+    base = a[-1].counters
+    merged = [s for s in a if s.t_s < 13.0] + [
+        Scrape(s.t_s, s.t_s, "vllm", {k: v + base[k] for k, v in s.counters.items()},
+               s.gauges, t_done_s=s.t_done_s) for s in b if s.t_s >= 13.0]
+    sp = trial_span(merged, (10.05, 15.95), [(10.0, 16.0)], stalls=[(12.0, 14.0)])
+    assert sp is not None and sp.runs == 2
+    assert sp.decode_rate == pytest.approx(400.0, rel=0.02)
