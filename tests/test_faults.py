@@ -300,3 +300,20 @@ def test_read_only_store_can_be_listed(tmp_path, capsys):
     finally:
         d.chmod(0o755)
         db.chmod(0o644)
+
+
+def test_not_sqlite_and_unwritable_output_are_usage(tmp_path, capsys):
+    junk = tmp_path / "junk.sqlite"
+    junk.write_bytes(b"this is not sqlite" * 100)
+    before = junk.read_bytes()
+    for cmd in (["runs", "list"], ["probe", "http://127.0.0.1:9", "--caliber", CALIBER]):
+        assert main([*cmd, "--store", str(junk)]) == ExitCode.USAGE
+        assert "not a decodescope store" in one_error_line(capsys.readouterr().err)
+    assert junk.read_bytes() == before
+    db = tmp_path / "s.sqlite"
+    with Store.open(db) as st:
+        sr.create_run(st, url=None, model=None, engine=None, caliber=None, caliber_ref="c@1",
+                      caliber_identity=None, labels={})
+    out = tmp_path / "missing-dir" / "run.json"
+    assert main(["runs", "export", "1", "-o", str(out), "--store", str(db)]) == ExitCode.USAGE
+    assert f"cannot use {out}" in one_error_line(capsys.readouterr().err)

@@ -62,16 +62,21 @@ _KNOWN_FORMATS = [
     re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
     re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),
 ]
-_AUTH_SCHEME = re.compile(r"\b(Bearer|Basic|Token|Digest)\s+([^\s\"',;]+)", re.IGNORECASE)
+# Substrings each format needs: a format whose hint is absent costs an `in`, not a regex pass
+# (the output pass runs over whole exports, megabytes at a time).
+_FORMAT_HINTS = [("sk-",), ("hf_",), ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), ("github_pat_",),
+                 ("glpat-",), ("xox",), ("AKIA", "ASIA"), ("eyJ",)]
+_HEADER_HINTS = ("authorization", "api-key", "auth-token", "cookie")
+_AUTH_SCHEME = re.compile(r"\b(Bearer|Basic|Token|Digest)\s+([^\s\"',;\\]+)", re.IGNORECASE)
 _HEADER_IN_TEXT = re.compile(
     r"\b((?:proxy-)?authorization|x-api-key|api-key|x-auth-token|cookie|set-cookie)"
-    r"(\s*:\s*)([^\r\n\"']+)", re.IGNORECASE)
+    r"(\s*:\s*)([^\r\n\"'\\]+)", re.IGNORECASE)  # stops at a backslash: JSON stays valid
 # Userinfo runs to the last "@" before the path: a password may itself contain "@".
-_USERINFO_IN_TEXT = re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.\-]*://)([^/\s'\"<>]+)@")
+_USERINFO_IN_TEXT = re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.\-]*://)([^/\s'\"<>\\]+)@")
 _KV_IN_TEXT = re.compile(
     r"(?P<name>[A-Za-z0-9_.\-]*(?:key|token|secret|passw(?:or)?d|credential|auth|sig|signature)"
     r"[A-Za-z0-9_.\-]*)(?P<q1>[\"']?)(?P<sep>\s*[=:]\s*)(?P<q2>[\"'\[]*)"
-    r"(?P<value>[^\s&\"',;{}\[\]]+)", re.IGNORECASE)
+    r"(?P<value>[^\s&\"',;{}\[\]\\]+)", re.IGNORECASE)
 _GENERIC_RUN = re.compile(rf"[A-Za-z0-9+=]{{{GENERIC_TOKEN_MIN_LEN},}}")
 # A superset of what every rule above needs (a ":" or "=", an auth scheme word, a key prefix,
 # a long run): text without any of it skips the rules (most stored strings are short).
@@ -147,8 +152,7 @@ def redact_text(text: str) -> str:
     text = _HEADER_IN_TEXT.sub(_header_in_text, text)
     text = _AUTH_SCHEME.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
     text = _KV_IN_TEXT.sub(_kv_in_text, text)
-    for pat in _KNOWN_FORMATS:
-        text = pat.sub(REDACTED, text)
+    text = _redact_formats(text)
     return _GENERIC_RUN.sub(_generic_hit, text)
 
 
@@ -161,17 +165,22 @@ def redact_output(text: str) -> str:
     if not text:
         return text
     text = redact_literals(_redact_userinfo(text))
-    if not _MAYBE.search(text):
-        return text
-    text = _HEADER_IN_TEXT.sub(_header_in_text, text)
-    for pat in _KNOWN_FORMATS:
-        text = pat.sub(REDACTED, text)
+    low = text.lower()
+    if any(h in low for h in _HEADER_HINTS):
+        text = _HEADER_IN_TEXT.sub(_header_in_text, text)
+    return _redact_formats(text)
+
+
+def _redact_formats(text: str) -> str:
+    for pat, hints in zip(_KNOWN_FORMATS, _FORMAT_HINTS, strict=True):
+        if any(h in text for h in hints):
+            text = pat.sub(REDACTED, text)
     return text
 
 
 def _redact_userinfo(text: str) -> str:
     """URL userinfo first, so `user:PASSWORD@` goes whole even when PASSWORD is registered."""
-    if "@" not in text:
+    if "@" not in text or "://" not in text:
         return text
     return _USERINFO_IN_TEXT.sub(lambda m: f"{m.group(1)}{REDACTED}@", text)
 

@@ -65,7 +65,7 @@ def set_cmd(name: str, caliber_name: str, from_runs: str | None, band_text: str 
 @json_option
 def list_cmd(store_path: str | None, as_json: bool) -> None:
     """List baselines."""
-    with Store.open(store_path) as store:
+    with Store.open(store_path, read_only=True) as store:
         items = list_baselines(store)
     emit(items, as_json, _render_list)
 
@@ -76,7 +76,7 @@ def list_cmd(store_path: str | None, as_json: bool) -> None:
 @json_option
 def show_cmd(name: str, store_path: str | None, as_json: bool) -> None:
     """Show one baseline."""
-    with Store.open(store_path) as store:
+    with Store.open(store_path, read_only=True) as store:
         b = get_baseline(store, name)
     emit(b, as_json, _render_one)
 

@@ -45,6 +45,13 @@ def read_api_key(var: str | None) -> str | None:
     return key
 
 
+def _caliber_file(name: str) -> str | None:
+    """The absolute path of a caliber given as a file (for "Next" commands that work)."""
+    import os
+
+    return os.path.abspath(name) if name.endswith(".toml") and os.path.isfile(name) else None
+
+
 @click.command("probe")
 @click.argument("url")
 @click.option("--caliber", "caliber_name", required=True, help="Built-in name, name@version, or a .toml file.")
@@ -70,7 +77,7 @@ def command(url: str, caliber_name: str, trials: int, labels: tuple[str, ...], m
     cal = resolve(caliber_name)
     settings = ProbeSettings(url=url, caliber=cal, trials=trials, labels=parse_labels(labels),
                              model=model, api_key=read_api_key(api_key_env), proxy=proxy,
-                             warmup=warmup)
+                             warmup=warmup, caliber_path=_caliber_file(caliber_name))
     store = Store.open(store_path)
     try:
         prepared = prepare(settings)

@@ -52,7 +52,7 @@ def command(runs: tuple[str, ...], baseline: str | None, fmt: str | None, output
     baseline. The HTML file is self-contained and works offline.
     """
     fmt = pick_format(fmt, output, as_json)
-    with Store.open(store_path) as st:
+    with Store.open(store_path, read_only=True) as st:
         ids = [sr.resolve_run_id(st, s) for s in runs]
         base = sr.get_run(st, sr.resolve_run_id(st, baseline)) if baseline else None
         loaded = [sr.get_run(st, i) for i in dict.fromkeys(ids)]

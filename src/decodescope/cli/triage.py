@@ -52,7 +52,7 @@ def command(current: str, baseline_sel: str, fmt: str, min_effect: float, bands_
                          remedy="Pick one output format")
     bands = load_bands(bands_path) if bands_path else DEFAULT_BANDS
     need_store = not (is_log_selector(current) and is_log_selector(baseline_sel))
-    store = Store.open(store_path) if need_store else None
+    store = Store.open(store_path, read_only=True) if need_store else None
     try:
         base = resolve_side(baseline_sel, store=store, engine=engine, year=year)
         cur = resolve_side(current, store=store, engine=engine, year=year)

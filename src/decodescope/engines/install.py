@@ -326,14 +326,14 @@ def _remove_partials(engines: Path) -> None:
 
 
 @contextlib.contextmanager
-def _install_lock(engines: Path) -> Iterator[None]:
+def _install_lock(engines: Path, name: str = ".install.lock") -> Iterator[None]:
     """One installer at a time per cache (a second waits, then finds the install done)."""
     try:
         import fcntl
     except ImportError:  # pragma: no cover - not POSIX
         yield
         return
-    with open(engines / ".install.lock", "w") as fh:
+    with open(engines / name, "w") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
             yield

@@ -306,7 +306,8 @@ def ensure_vllm_installed(
     report = _Reporter(progress)
     engines = engines_dir(root)
     engines.mkdir(parents=True, exist_ok=True)
-    with llama_install._install_lock(engines):
+    # its own lock: a llama.cpp build (10 min or more) does not hold up a vLLM install
+    with llama_install._install_lock(engines, ".vllm-install.lock"):
         found = find_vllm_install(root)
         if not force and found is not None:
             if found.suffix or not suffix:

@@ -257,8 +257,8 @@ async def stream_request(
         return state.trace(t_send, rec.t_headers, chunks, rec.status, clock(), err)
     except httpx.TimeoutException as exc:
         cls = UnreachableError if rec.t_headers is None else StreamClosedError
-        err2 = cls(f"timed out ({type(exc).__name__})", where=url,
-                   remedy="The server is stalled or overloaded; check its log")
+        err2 = cls(f"timed out ({type(exc).__name__}: {_reason(exc)})", where=url,
+                   remedy="The server is stalled or overloaded; check its log, or give a longer --timeout")
         return state.trace(t_send, rec.t_headers, chunks, rec.status, clock(), err2)
     except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
         err3 = StreamClosedError(f"connection broke mid-stream: {_reason(exc)}",

@@ -42,6 +42,7 @@ class ProbeSettings:
     # Requests sent before the first trial and not counted: n-gram / suffix speculators learn
     # from earlier outputs, and caches warm up; the first counted trial then looks like the rest.
     warmup: int = 1
+    caliber_path: str | None = None  # the caliber's .toml file, when it came from one
 
 
 @dataclass
@@ -93,7 +94,8 @@ def run_probe(settings: ProbeSettings, store: Store, *, observers: list[Observer
         simulated=info.simulated, fingerprint=fingerprint,
         meta={"engine_info": info.to_dict(), "prompt": prompt.to_dict(), "trials": settings.trials,
               "concurrency": cal.concurrency, "warmup": settings.warmup,
-              "seed_schedule": seed_schedule(cal)},
+              "seed_schedule": seed_schedule(cal),
+              **({"caliber_path": settings.caliber_path} if settings.caliber_path else {})},
     )
     findings: list[Finding] = []
     status = "running"

@@ -149,6 +149,9 @@ class Store:
         try:
             conn = _connect(p, read_only)
         except sqlite3.Error as exc:
+            if "file is not a database" in str(exc):
+                raise StoreError(f"not a decodescope store: {exc}", where=where,
+                                 remedy="Point --store at a decodescope SQLite file or a new path") from None
             raise StoreError(f"cannot open the run store: {exc}", where=where,
                              remedy="Check the path and its permissions, or pass --store FILE") from None
         except OSError as exc:

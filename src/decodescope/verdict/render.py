@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from decodescope.evidence import render_rows
 from decodescope.verdict.bands import describe
+from decodescope.verdict.model import fmt_num
 from decodescope.verdict.side import Side, coverage_differs
 from decodescope.verdict.triage import Verdict
 
@@ -61,8 +62,8 @@ def side_rows(v: Verdict) -> list[tuple[str, str, str]]:
         ("step rate", _f(b.median("step_rate"), "{:.1f} /s"), _f(c.median("step_rate"), "{:.1f} /s")),
     ]
     if b.median("running") is not None or c.median("running") is not None:
-        rows.append(("running requests", _f(b.median("running"), "{:g}"),
-                     _f(c.median("running"), "{:g}")))
+        rows.append(("running requests", fmt_num(b.median("running")),
+                     fmt_num(c.median("running"))))
     rows.append((b.unit_name + "s" if b.unit_name == c.unit_name else "units",
                  units_cell(b), units_cell(c)))
     return rows
