@@ -122,3 +122,18 @@ def test_stalls_are_cut_out_of_the_span():
     sp = trial_span(merged, (10.05, 15.95), [(10.0, 16.0)], stalls=[(12.0, 14.0)])
     assert sp is not None and sp.runs == 2
     assert sp.decode_rate == pytest.approx(400.0, rel=0.02)
+
+
+def test_bursts_of_one_token_chunks_are_not_stalls():
+    """llama.cpp with speculation streams a step's tokens as one chunk each, microseconds
+    apart, then waits a step: the steps are not stalls; a 2 s pause is."""
+    from decodescope.probe.metrics import stall_gaps
+
+    pts, t = [], 0.0
+    for step in range(60):
+        for _ in range(6):
+            pts.append((t, 1, False))
+            t += 0.00002
+        t += 0.13 if step != 30 else 2.0
+    stalls = stall_gaps(pts)
+    assert len(stalls) == 1 and stalls[0][1] - stalls[0][0] > 1.9

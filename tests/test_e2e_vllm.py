@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 import time
 from collections.abc import Iterator
@@ -133,6 +134,9 @@ class Lab:
                                  warmup=0 if key == "code-mal" else 1,
                                  labels={"e2e": "vllm", "step": key})
         prepared = prepare(settings)
+        # let the previous probe's last stats line be written: the windows stamped after
+        # `before` then hold this probe's tokens only
+        time.sleep(LOG_INTERVAL_S * 1.6)
         with Store.open(self.store_path) as st:
             before = metrics(eng.url)
             t0 = time.time()
@@ -196,11 +200,20 @@ def test_mal_is_one_plus_accepted_over_drafts_from_metrics_exactly(lab: Lab) -> 
                 - p.before["vllm:spec_decode_num_drafts_total"])
     assert d_drafts > 0
     expected = 1.0 + d_acc / d_drafts
-    prom = lab.run("code-mal").result["engine"]["prometheus"]  # type: ignore[index]
-    # the run's stored counters are the server's own deltas (no warm-up, nothing else runs)
-    assert prom["accepted_tokens"] == d_acc
-    assert prom["drafts"] == d_drafts
-    assert prom["mal"] == pytest.approx(expected, rel=1e-9)
+    with Store.open(lab.store_path) as st:
+        run = sr.get_run(st, p.run_id, with_traces=False)
+    # the run's stored /metrics windows bracket the whole run (no warm-up, nothing else runs):
+    # their counts are the server's own deltas, and MAL is 1 + Δaccepted/Δdrafts of them
+    prom_windows = [w for w in run.windows if str(w.source).endswith("prometheus")]
+    assert prom_windows, [w.source for w in run.windows]
+    acc = sum(w.accepted_tokens or 0 for w in prom_windows)
+    drafts = sum(w.drafts or 0 for w in prom_windows)
+    assert (acc, drafts) == (d_acc, d_drafts)
+    # the run's MAL (over each trial's steady state) is 1 + accepted/drafts of its own counts,
+    # exactly, and within 2% of the whole run's
+    prom = run.result["engine"]["prometheus"]  # type: ignore[index]
+    assert prom["mal"] == pytest.approx(1 + prom["accepted_tokens"] / prom["drafts"], rel=1e-12)
+    assert prom["mal"] == pytest.approx(expected, rel=0.02)
     assert 3.0 < expected < 4.0 + 1e-9  # n-gram k=3 on a near-verbatim rewrite (ref: 3.77)
 
 
@@ -210,7 +223,7 @@ def test_log_windows_agree_with_metrics_over_the_same_span(lab: Lab) -> None:
     p = lab.probe("code", "ngram", CODE)
     time.sleep(LOG_INTERVAL_S * 1.6)  # the last stats line of the span is written
     eng = lab.server("ngram")
-    start = time.strftime("%H:%M:%S", time.localtime(p.start_s - 0.5))
+    start = time.strftime("%H:%M:%S", time.localtime(math.ceil(p.start_s)))
     end = time.strftime("%H:%M:%S", time.localtime(time.time()))
     windows, engine = read_log_windows(str(eng.log_path), start, end, engine=None, year=None)
     assert engine == "vllm"
@@ -272,6 +285,8 @@ def test_spec_off_at_the_same_caliber_is_a_regression(lab: Lab) -> None:
         assert not _alive(pid), f"child {pid} of the stopped server still runs"
     v = triage(lab.side("code"), lab.side("code-spec-off"))
     assert v.kind == "REGRESSION", v.to_dict()
+    assert v.cause == "speculative decoding off", v.headline
+    assert v.exit_code == 1
 
 
 def test_fingerprint_finds_vllm_cpu_and_shows_the_launch_flag_diff(lab: Lab) -> None:

@@ -21,11 +21,13 @@ def test_every_exit_code_is_documented_in_the_readme():
     assert "CALIBER_MISMATCH" in documented[ExitCode.INCONCLUSIVE]
     assert "unreachable" in documented[ExitCode.UNREACHABLE]
     assert "interrupted" in documented[ExitCode.INTERRUPTED]
+    assert "SIGTERM" in documented[ExitCode.TERMINATED] and "interrupted" in documented[ExitCode.TERMINATED]
     assert "internal error" in documented[ExitCode.INTERNAL] and "never 1" in documented[ExitCode.INTERNAL]
 
 
 def test_internal_error_code_is_distinct_from_every_verdict_code():
     assert ExitCode.INTERNAL == 70  # sysexits EX_SOFTWARE
+    assert (ExitCode.INTERRUPTED, ExitCode.TERMINATED) == (130, 143)  # 128 + SIGINT / SIGTERM
     assert len({int(c) for c in ExitCode}) == len(ExitCode)
 
 

@@ -59,7 +59,24 @@ def test_ngram_code_then_chat_is_not_a_regression(ngram_log):
     assert (b.spec_method, b.spec_k, b.every_step_drafts) == ("ngram", 3, False)
     v = triage(b, c)
     assert v.kind not in ("REGRESSION", "IMPROVEMENT") and v.exit_code != 1
-    assert v.kind == "INCONCLUSIVE" and v.cause == "caliber unknown"
+    # Same n-gram settings, 92 % → 3 % of steps drafted: the lookup speculator's coverage
+    # follows the content alone, so the logs show a content change.
+    assert v.kind == "CALIBER_MISMATCH", v.headline
+    assert v.caliber.same is False
+    assert "share of steps that drafted moved" in v.caliber.text
+
+
+def test_ngram_mal_change_without_a_coverage_change_is_not_established(ngram_log, tmp_path):
+    """MAL falls 3.6 → 2.4 with the same share of steps drafting: content or a worse
+    acceptance? The logs cannot tell: INCONCLUSIVE, mismatch suspected, never REGRESSION."""
+    a = timeline(T0, 30, step_rate=38.5, tps=(3.5, 3.7), coverage=(0.9, 0.95), seed=1,
+                 tokens=(2000, 4000))
+    b = timeline(a[-1].t1 + 600, 30, step_rate=38.5, tps=(2.3, 2.5), coverage=(0.9, 0.95),
+                 seed=2, tokens=(2000, 4000))
+    path = _write(tmp_path / "ng2.log", vllm_log(a + b, k=3, config=NGRAM_CFG))
+    mid = datetime.fromtimestamp(a[-1].t1 + 300).strftime("%H:%M:%S")
+    v = triage(_side(path, f"..{mid}"), _side(path, f"{mid}.."))
+    assert v.kind == "INCONCLUSIVE" and v.cause == "caliber unknown", v.headline
     assert v.caliber.same is None
     assert "bands are for mtp k=6; this stack: ngram" in v.caliber.text
     assert "mismatch suspected" in v.caliber.text
@@ -74,7 +91,7 @@ def test_ngram_code_then_chat_through_the_cli(ngram_log, capsys):
     assert rc == 3
     import json
     d = json.loads(capsys.readouterr().out)
-    assert d["verdict"] == "INCONCLUSIVE" and d["caliber"]["same"] is None
+    assert d["verdict"] == "CALIBER_MISMATCH" and d["caliber"]["same"] is False
 
 
 def test_assume_same_caliber_lets_the_user_assert_it(ngram_log):

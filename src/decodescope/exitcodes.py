@@ -19,6 +19,7 @@ class ExitCode(IntEnum):
     INTERNAL = 70  # a bug in decodescope (an unexpected exception); sysexits' EX_SOFTWARE. Never 1:
     # a scheduled `check` must not report a crash as a regression
     INTERRUPTED = 130  # Ctrl-C; completed trials are kept
+    TERMINATED = 143  # SIGTERM (128 + 15), handled like Ctrl-C: completed trials are kept
 
 
 # doctor follows pyperf's `system show`: 0 = clean, 1 = warnings only, 2 = errors.

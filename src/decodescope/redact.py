@@ -14,8 +14,9 @@ the whole fingerprint before it is built. What counts as a secret:
   CLI registers the password of every URL on its command line).
 
 The same rules guard the rest of decodescope: `redact_record` runs over every JSON value the
-store writes (store/db.py), and the CLI passes everything it prints through `redact_text`
-(cli/common.py). Over-redaction is accepted; a leak is not.
+store writes (store/db.py), and the CLI passes everything it prints through `redact_output`
+(cli/common.py), after `strip_controls` has removed terminal control sequences a server may
+have put in a model id or an error text. Over-redaction is accepted; a leak is not.
 """
 
 from __future__ import annotations
@@ -169,6 +170,29 @@ def redact_output(text: str) -> str:
     if any(h in low for h in _HEADER_HINTS):
         text = _HEADER_IN_TEXT.sub(_header_in_text, text)
     return _redact_formats(text)
+
+
+# Terminal control in text a server (or a file) supplied: a model id, an error body, a finding
+# quoting either. ESC sequences go whole: CSI (`ESC [ ... final`), OSC / DCS / SOS / PM / APC
+# strings up to their terminator (BEL or ST; an unterminated one up to the end of the line), and
+# the two- and three-byte ESC forms; then every other C0 / C1 control except newline and tab
+# (a lone CR would let a string overwrite the line it is printed on). 8-bit CSI (U+009B) too.
+_ESC_SEQUENCE = re.compile(
+    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"  # CSI, 7- and 8-bit (cut short: up to where it stops)
+    r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c\n]*(?:\x07|\x1b\\|\x9c)?"  # strings
+    r"|\x1b[ -/]*[0-~]?")  # nF / Fp / Fe / Fs escapes, or a lone ESC
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def strip_controls(text: str) -> str:
+    """Text safe to print on a terminal: ESC sequences and C0 / C1 control characters removed
+    (newline and tab kept; CRLF becomes LF). Linear in the text; text without any control
+    character is returned as is after one scan."""
+    if not text or _CONTROL.search(text) is None:
+        return text
+    text = text.replace("\r\n", "\n")
+    text = _ESC_SEQUENCE.sub("", text)
+    return _CONTROL.sub("", text)
 
 
 def _redact_formats(text: str) -> str:

@@ -14,9 +14,11 @@ from decodescope.caliber.spec import (
     MAX_BLOCKS,
     MAX_CONCURRENCY,
     MAX_OUTPUT_TOKENS,
+    MAX_REQUESTS_PER_TRIAL,
     MAX_TARGET_TOKENS,
     NAME_PATTERN,
     Caliber,
+    LoadSpec,
     OutputSpec,
     PromptSpec,
     SamplingSpec,
@@ -28,7 +30,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-SECTIONS = {"prompt": PromptSpec, "output": OutputSpec, "sampling": SamplingSpec}
+SECTIONS = {"prompt": PromptSpec, "output": OutputSpec, "sampling": SamplingSpec,
+            "load": LoadSpec}
 TOP_TYPES: dict[str, type | tuple[type, ...]] = {
     "name": str, "version": int, "description": str, "task_class": str, "thinking": bool,
     "endpoint": str, "concurrency": int, "include_usage": bool, "continuous_usage_stats": bool,
@@ -41,7 +44,12 @@ SECTION_TYPES: dict[str, dict[str, type | tuple[type, ...]]] = {
     "sampling": {"temperature": (int, float), "top_p": (int, float), "top_k": int, "seed": int,
                  "presence_penalty": (int, float), "frequency_penalty": (int, float),
                  "repetition_penalty": (int, float), "extra": dict},
+    "load": {"request_rate": (int, float), "burstiness": (int, float), "num_requests": int,
+             "duration_s": (int, float)},
 }
+# [dataset] in a caliber file: the path (relative to the file), optional expected sha256 and
+# order seed; the file is read and hashed when the caliber is loaded.
+DATASET_TYPES: dict[str, type | tuple[type, ...]] = {"path": str, "sha256": str, "seed": int}
 REMEDY = "See `decodescope calibers show demo-code-rewrite` for a valid example"
 # A caliber file is a page of TOML (a literal 64K-token prompt is ~300 KB); a larger file is
 # not read.
@@ -52,7 +60,11 @@ def parse_caliber(data: dict[str, Any], where: str) -> Caliber:
     """Validate a parsed TOML document and build a Caliber. Errors name the key and file."""
     kw: dict[str, Any] = {}
     for key, value in data.items():
-        if key in SECTIONS:
+        if key == "dataset":
+            if not isinstance(value, dict):
+                raise CaliberError("[dataset] must be a table", where=where, remedy=REMEDY)
+            kw[key] = _dataset(_check_keys(value, DATASET_TYPES, "dataset.", where), where)
+        elif key in SECTIONS:
             if not isinstance(value, dict):
                 raise CaliberError(f"[{key}] must be a table", where=where, remedy=REMEDY)
             kw[key] = SECTIONS[key](**_check_keys(value, SECTION_TYPES[key], f"{key}.", where))
@@ -61,13 +73,29 @@ def parse_caliber(data: dict[str, Any], where: str) -> Caliber:
             kw[key] = value
         else:
             raise CaliberError(f"unknown caliber key '{key}'", where=where,
-                               remedy=f"Known keys: {', '.join(sorted([*TOP_TYPES, *SECTIONS]))}")
+                               remedy=f"Known keys: {', '.join(sorted([*TOP_TYPES, *SECTIONS, 'dataset']))}")
     for required in ("name", "version"):
         if required not in kw:
             raise CaliberError(f"caliber has no '{required}'", where=where, remedy=REMEDY)
     cal = Caliber(**kw)
     check_values(cal, where)
     return cal
+
+
+def _dataset(d: dict[str, Any], where: str) -> Any:
+    from decodescope.caliber.dataset import read_dataset
+
+    if "path" not in d:
+        raise CaliberError("[dataset] needs a path", where=where, remedy=REMEDY)
+    path = Path(d["path"])
+    if not path.is_absolute() and not where.startswith("built-in"):
+        path = Path(where).parent / path
+    spec, _ = read_dataset(path, int(d.get("seed", 0)))
+    if d.get("sha256") and d["sha256"] != spec.sha256:
+        raise CaliberError(f"dataset sha256 is {spec.sha256[:16]}…, the caliber expects "
+                           f"{d['sha256'][:16]}…", where=str(path),
+                           remedy="Restore the dataset file, or update dataset.sha256")
+    return spec
 
 
 def check_name(name: str, where: str) -> None:
@@ -116,7 +144,7 @@ def check_values(c: Caliber, where: str) -> None:
         problems.append("prompt.material must be 'code' or 'prose'")
     if c.prompt.target_tokens is not None and c.prompt.material is None:
         problems.append("prompt.target_tokens needs prompt.material")
-    if not (c.prompt.task or c.prompt.text or c.prompt.material):
+    if not (c.prompt.task or c.prompt.text or c.prompt.material or c.dataset):
         problems.append("the prompt is empty: give prompt.task, prompt.text or prompt.material")
     if not 1 <= c.output.max_tokens <= MAX_OUTPUT_TOKENS:
         problems.append(f"output.max_tokens must be within 1..{MAX_OUTPUT_TOKENS}")
@@ -140,8 +168,29 @@ def check_values(c: Caliber, where: str) -> None:
         problems.append("sampling.top_k must be >= -1 (-1 or 0: off)")
     if c.thinking and c.endpoint != "chat":
         problems.append("thinking needs endpoint = 'chat'")
+    problems += load_problems(c)
     if problems:
         raise CaliberError("invalid caliber: " + "; ".join(problems), where=where, remedy=REMEDY)
+
+
+def load_problems(c: Caliber) -> list[str]:
+    """What is wrong with a caliber's load shape and dataset (empty when nothing is)."""
+    ld, out = c.load, []
+    if ld.request_rate is not None and not (0 < ld.request_rate <= 1e6 and math.isfinite(ld.request_rate)):
+        out.append("load.request_rate must be > 0 requests/s")
+    if not (0 < ld.burstiness <= 1e3 and math.isfinite(ld.burstiness)):
+        out.append("load.burstiness must be > 0 (1 = Poisson)")
+    if ld.burstiness != 1 and ld.request_rate is None:
+        out.append("load.burstiness needs load.request_rate")
+    if ld.num_requests is not None and not 1 <= ld.num_requests <= MAX_REQUESTS_PER_TRIAL:
+        out.append(f"load.num_requests must be within 1..{MAX_REQUESTS_PER_TRIAL}")
+    if ld.duration_s is not None and not (0 < ld.duration_s <= 86400):
+        out.append("load.duration_s must be within (0, 86400] seconds")
+    if ld.request_rate is not None and ld.num_requests is None and ld.duration_s is None:
+        out.append("load.request_rate needs load.num_requests or load.duration_s")
+    if c.dataset is not None and c.dataset.format == "jsonl-messages" and c.endpoint != "chat":
+        out.append("a dataset of chat messages needs endpoint = 'chat'")
+    return out
 
 
 def load_file(path: Path) -> Caliber:
@@ -205,9 +254,17 @@ concurrency = 1
 
 [prompt]
 content_class = "text"       # code | text | chat  (decides the MAL band the verdict expects)
+# The user message is: text, then the material blocks, then task (each part optional).
+# text = """Your own literal prompt text (exactly this text, hashed into the identity)."""
 material = "prose"           # generated, deterministic material: code | prose (or omit)
 blocks = 4                   # number of material blocks; or target_tokens = 32768
 task = "Summarize the text above in your own words."
+# system = "An optional system message (chat endpoint)."
+
+# Prompts from a file instead (JSONL of prompts or chat messages, or ShareGPT JSON), hashed
+# by content and sampled in a fixed order; or pass --dataset FILE to probe.
+# [dataset]
+# path = "prompts.jsonl"     # relative to this file
 
 [output]
 max_tokens = 512
@@ -218,6 +275,15 @@ steady_state_start = 64      # decode rate is measured after this many output to
 [sampling]
 temperature = 1.0
 top_p = 0.95
+
+# Load shape (default: each trial sends `concurrency` requests at once, one per stream).
+# With num_requests or duration_s a trial is one load period; probe --request-rate,
+# --burstiness, --num-requests, --duration and --concurrency set the same elements.
+# [load]
+# request_rate = 4.0         # requests/s, Poisson arrivals (omit: closed loop)
+# burstiness = 1.0           # gamma shape of the gaps (vLLM's --burstiness); 1 = Poisson
+# num_requests = 64          # requests per trial
+# duration_s = 60            # or: seconds of sending per trial
 '''
 
 

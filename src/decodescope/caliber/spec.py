@@ -32,6 +32,11 @@ MAX_TARGET_TOKENS = 1 << 20
 MAX_OUTPUT_TOKENS = 1 << 20
 # Concurrent streams of one probe: each needs a socket; engines schedule a few hundred at once.
 MAX_CONCURRENCY = 1024
+# Requests per trial when a request rate is given without --num-requests or --duration: enough
+# arrivals for one load period's percentiles, short enough for a CPU simulator.
+DEFAULT_RATE_REQUESTS = 16
+# Requests a request-rate or closed-loop load period may send: beyond this, a typo.
+MAX_REQUESTS_PER_TRIAL = 100_000
 # A caliber name is a file stem and half of `name@version`: no path separators, no quotes,
 # no "@", nothing a shell or TOML would read differently.
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,79}")
@@ -70,6 +75,37 @@ class SamplingSpec:
 
 
 @dataclass(frozen=True)
+class LoadSpec:
+    """How a trial sends its requests (docs/peers.md). The default is the classic probe: each
+    trial sends `concurrency` requests at once, one per stream. With `num_requests` or
+    `duration_s` a trial is one load period: closed loop (each of `concurrency` streams sends
+    its next request when the last one ended), or open loop at `request_rate` requests/s with
+    gamma-distributed gaps (`burstiness` 1 = Poisson, vLLM's definition) and at most
+    `concurrency` in flight. Requests of a trial are its members, stored with their traces."""
+
+    request_rate: float | None = None  # requests/s (open loop); None: closed loop
+    burstiness: float = 1.0  # gamma shape of the inter-arrival times; 1 = Poisson
+    num_requests: int | None = None  # requests per trial (load period)
+    duration_s: float | None = None  # seconds of sending per trial; in-flight requests finish
+
+    @property
+    def classic(self) -> bool:
+        return self == LoadSpec()
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """Prompts from a file (caliber/dataset.py): identified by the hash of its bytes, sampled
+    in a fixed order (`seed`); request j of a probe uses entry order[j mod entries]."""
+
+    path: str  # where it was read; not part of the identity (same bytes, same caliber)
+    sha256: str  # of the file's bytes
+    format: str  # "jsonl-prompt" | "jsonl-messages" | "sharegpt"
+    entries: int
+    seed: int = 0
+
+
+@dataclass(frozen=True)
 class Caliber:
     name: str
     version: int
@@ -83,6 +119,8 @@ class Caliber:
     prompt: PromptSpec = field(default_factory=PromptSpec)
     output: OutputSpec = field(default_factory=OutputSpec)
     sampling: SamplingSpec = field(default_factory=SamplingSpec)
+    load: LoadSpec = field(default_factory=LoadSpec)
+    dataset: DatasetSpec | None = None
 
     @property
     def ref(self) -> str:
@@ -116,7 +154,28 @@ class Caliber:
         d = asdict(self)
         d.pop("description")
         d["prompt"]["material_text_sha256"] = sha256(self.prompt_text())
+        sched = self.seed_schedule
+        if sched is not None:  # only where it applies: other identities stay as they were
+            d["sampling"]["seed_schedule"] = sched
+        # Load shape and dataset join the identity only when used, so calibers without them
+        # keep the identities their stored runs and baselines carry.
+        if self.load.classic:
+            d.pop("load")
+        if self.dataset is None:
+            d.pop("dataset")
+        else:
+            d["dataset"].pop("path")
         return d
+
+    @property
+    def seed_schedule(self) -> str | None:
+        """How sampling seeds vary over a probe: with a declared seed and temperature > 0,
+        request j (counting across trials) uses seed + j, so trials are independent samples
+        that a rerun repeats exactly. Greedy decoding has nothing to vary."""
+        s = self.sampling
+        if s.seed is None or not (s.temperature or 0) > 0:
+            return None
+        return "seed + request index"
 
     @property
     def identity(self) -> str:
@@ -131,14 +190,24 @@ class Caliber:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Caliber:
         d = {k: v for k, v in d.items() if k != "identity"}
-        sub = {"prompt": PromptSpec, "output": OutputSpec, "sampling": SamplingSpec}
+        sub = {"prompt": PromptSpec, "output": OutputSpec, "sampling": SamplingSpec,
+               "load": LoadSpec, "dataset": DatasetSpec}
         kw: dict[str, Any] = {}
         for k, v in d.items():
-            kw[k] = sub[k](**v) if k in sub else v
+            kw[k] = sub[k](**v) if (k in sub and v is not None) else v
         return cls(**kw)
 
     def with_(self, **changes: Any) -> Caliber:
         return replace(self, **changes)
+
+    def with_load(self, concurrency: int | None = None, **load: Any) -> Caliber:
+        """This caliber under another load shape (CLI options): a new identity, and the
+        caliber diff names the load elements that changed. None leaves an element as it is."""
+        changes = {k: v for k, v in load.items() if v is not None}
+        new = replace(self, load=replace(self.load, **changes)) if changes else self
+        if concurrency is not None:
+            new = replace(new, concurrency=concurrency)
+        return new
 
 
 def max_blocks_for(target_tokens: int | None) -> int:
@@ -163,7 +232,8 @@ def element_table(c: Caliber) -> list[tuple[str, str]]:
         ("content class", p.content_class),
         ("task class", c.task_class),
         ("prompt", _prompt_desc(c)),
-        ("prompt text sha256", sha256(c.prompt_text())[:16]),
+        ("prompt text sha256", (f"dataset {c.dataset.sha256[:16]}" if c.dataset
+                                else sha256(c.prompt_text())[:16])),
         ("thinking", "on" if c.thinking else "off"),
         ("output max_tokens", str(o.max_tokens)),
         ("output min_tokens", str(o.min_tokens) if o.min_tokens is not None else "-"),
@@ -172,12 +242,16 @@ def element_table(c: Caliber) -> list[tuple[str, str]]:
         ("temperature", str(s.temperature)),
         ("top_p", str(s.top_p)),
         ("top_k", _opt(s.top_k)),
-        ("seed", _opt(s.seed)),
+        ("seed", _opt(s.seed) + (f" ({c.seed_schedule})" if c.seed_schedule else "")),
         ("presence_penalty", _opt(s.presence_penalty)),
         ("frequency_penalty", _opt(s.frequency_penalty)),
         ("repetition_penalty", _opt(s.repetition_penalty)),
         ("sampling extra", json.dumps(s.extra, sort_keys=True) if s.extra else "-"),
-        ("concurrency", str(c.concurrency)),
+        ("concurrency", _concurrency_desc(c)),
+        ("dataset", _dataset_desc(c.dataset)),
+        ("request rate", _rate_desc(c.load)),
+        ("requests per trial", _requests_desc(c)),
+        ("trial duration", f"{c.load.duration_s:g} s of sending" if c.load.duration_s else "-"),
         ("endpoint", c.endpoint),
         ("stream options", _stream_desc(c)),
     ]
@@ -188,8 +262,35 @@ def _opt(v: object) -> str:
     return "-" if v is None else str(v)
 
 
+def _concurrency_desc(c: Caliber) -> str:
+    if c.load.request_rate is not None:
+        return f"at most {c.concurrency} in flight"
+    return str(c.concurrency)
+
+
+def _dataset_desc(d: DatasetSpec | None) -> str:
+    if d is None:
+        return "-"
+    return f"{d.format}, {d.entries} entries, sha256 {d.sha256[:16]}, order seed {d.seed}"
+
+
+def _rate_desc(load: LoadSpec) -> str:
+    if load.request_rate is None:
+        return "- (closed loop)"
+    shape = "Poisson" if load.burstiness == 1 else f"gamma, burstiness {load.burstiness:g}"
+    return f"{load.request_rate:g} req/s ({shape})"
+
+
+def _requests_desc(c: Caliber) -> str:
+    if c.load.classic:
+        return f"{c.concurrency} (one per stream)"
+    return str(c.load.num_requests) if c.load.num_requests else "until the duration ends"
+
+
 def _prompt_desc(c: Caliber) -> str:
     p = c.prompt
+    if c.dataset is not None:
+        return f"dataset ({c.dataset.format}), one entry per request"
     if p.target_tokens:
         return f"{p.material} material to >= {p.target_tokens} tokens + task"
     if p.material:

@@ -1,5 +1,5 @@
 """What every CLI command shares: --json output, store option, error rendering, and the one
-redaction pass over everything printed.
+pass over everything printed (redaction, and terminal control characters removed).
 
 Commands are thin: parse options, call the library, hand a typed result to `emit`. `run_click`
 is the only place that turns exceptions into exit codes (docs/faults.md has the table).
@@ -20,7 +20,7 @@ from typing import Any, TextIO
 import click
 
 from decodescope.findings import Finding
-from decodescope.redact import redact_output, redact_text, register_url_secrets
+from decodescope.redact import redact_output, redact_text, register_url_secrets, strip_controls
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 store_option = click.option(
@@ -29,7 +29,7 @@ store_option = click.option(
     type=click.Path(dir_okay=False),
     envvar="DECODESCOPE_STORE",
     default=None,
-    help="Run store (SQLite file). Default: the platform data directory; env DECODESCOPE_STORE.",
+    help="Run store: an SQLite file or a postgresql:// URL. Default: the platform data directory; env DECODESCOPE_STORE.",
 )
 
 
@@ -54,6 +54,30 @@ def limit_options(f: Callable[..., Any]) -> Callable[..., Any]:
         help="Give up on a request after this long without a byte from the server (default 600).",
     )(wrapper)
     return wrapper
+
+
+def check_url(url: str, where: str = "URL") -> str:
+    """The server URL a command was given, checked before anything is sent or stored: an
+    http(s) scheme, a host, a numeric port. Anything else is bad input (exit 2), not an
+    unreachable server (exit 4)."""
+    from urllib.parse import urlsplit
+
+    from decodescope.errors import UsageError
+
+    remedy = "Give the server's base URL with its scheme, e.g. http://127.0.0.1:8000"
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port  # raises ValueError on a port that is not a number in 0..65535
+    except ValueError as exc:
+        raise UsageError(f"not a valid URL: {url!r} ({exc})", where=where, remedy=remedy) from None
+    if parts.scheme.lower() not in ("http", "https"):
+        what = f"scheme {parts.scheme!r}" if "://" in url else "no http:// or https://"
+        raise UsageError(f"not an http(s) URL: {url!r} has {what}", where=where, remedy=remedy)
+    if not parts.hostname:
+        raise UsageError(f"not a valid URL: {url!r} has no host", where=where, remedy=remedy)
+    if port == 0:
+        raise UsageError(f"not a valid URL: {url!r} has port 0", where=where, remedy=remedy)
+    return url.strip()
 
 
 def to_jsonable(obj: Any) -> Any:
@@ -95,46 +119,69 @@ def run_click(command: click.Command, argv: list[str] | None, prog_name: str, *,
     DecodescopeError -> one stderr line and its class's code; an SQLite failure -> 2 with the
     cause; too many open files -> 2; a missing or unwritable file -> 2; anything else is a bug:
     one line and 70 (ExitCode.INTERNAL), never 1, which means REGRESSION. --debug adds the
-    traceback. Everything printed passes through the redaction pass (`redacted_output`)."""
-    from decodescope.errors import DecodescopeError
-    from decodescope.exitcodes import ExitCode
+    traceback. Ctrl-C -> 130; SIGTERM is handled like Ctrl-C (`signals.sigterm_as_interrupt`:
+    completed trials kept, the run marked interrupted) -> 143. Everything printed passes through
+    the redaction pass and loses terminal control sequences (`redacted_output`)."""
+    from decodescope.signals import sigterm_as_interrupt
 
     args = list(sys.argv[1:] if argv is None else argv)
     register_url_secrets(" ".join(args))  # a password in a URL is redacted wherever it turns up
     with redacted_output():
         try:
-            rv = command.main(args=args, prog_name=prog_name, standalone_mode=False)
-        except DecodescopeError as exc:
-            _traceback(debug)
-            click.echo(f"error: {redact_text(exc.one_line())}", err=True)
-            return int(exc.exit_code)
-        except (click.exceptions.Abort, KeyboardInterrupt):
-            click.echo("interrupted", err=True)
-            return int(ExitCode.INTERRUPTED)
-        except click.ClickException as exc:
-            exc.show()
-            return int(ExitCode.USAGE)
-        except click.exceptions.Exit as exc:
-            return int(exc.exit_code)
-        except (sqlite3.OperationalError, sqlite3.DataError) as exc:
+            with sigterm_as_interrupt():
+                return _dispatch(command, args, prog_name, debug)
+        except KeyboardInterrupt as exc:  # a signal while an error line was being printed
+            return _interrupted(exc)
+
+
+def _interrupted(exc: BaseException) -> int:
+    from decodescope.exitcodes import ExitCode
+    from decodescope.signals import stop_signal
+
+    if stop_signal(exc) == "SIGTERM":
+        click.echo("terminated (SIGTERM)", err=True)
+        return int(ExitCode.TERMINATED)
+    click.echo("interrupted", err=True)
+    return int(ExitCode.INTERRUPTED)
+
+
+def _dispatch(command: click.Command, args: list[str], prog_name: str, debug: bool) -> int:
+    """The body of run_click, under the output pass and SIGTERM handling."""
+    from decodescope.errors import DecodescopeError
+    from decodescope.exitcodes import ExitCode
+
+    try:
+        rv = command.main(args=args, prog_name=prog_name, standalone_mode=False)
+    except DecodescopeError as exc:
+        _traceback(debug)
+        click.echo(f"error: {redact_text(exc.one_line())}", err=True)
+        return int(exc.exit_code)
+    except (click.exceptions.Abort, KeyboardInterrupt) as exc:
+        return _interrupted(exc)
+    except click.ClickException as exc:
+        exc.show()
+        return int(ExitCode.USAGE)
+    except click.exceptions.Exit as exc:
+        return int(exc.exit_code)
+    except (sqlite3.OperationalError, sqlite3.DataError) as exc:
+        _traceback(debug)
+        click.echo(f"error: {_store_line(exc)}", err=True)
+        return int(ExitCode.USAGE)
+    except OSError as exc:
+        _traceback(debug)
+        line = _os_error_line(exc)
+        if line is None:
+            return _internal(exc, debug)
+        click.echo(f"error: {line}", err=True)
+        return int(ExitCode.USAGE)
+    except Exception as exc:  # a bug: say so on one line, never exit 1 (REGRESSION)
+        if isinstance(exc, sqlite3.DatabaseError) and not isinstance(
+                exc, (sqlite3.ProgrammingError, sqlite3.IntegrityError, sqlite3.InterfaceError)):
             _traceback(debug)
             click.echo(f"error: {_store_line(exc)}", err=True)
             return int(ExitCode.USAGE)
-        except OSError as exc:
-            _traceback(debug)
-            line = _os_error_line(exc)
-            if line is None:
-                return _internal(exc, debug)
-            click.echo(f"error: {line}", err=True)
-            return int(ExitCode.USAGE)
-        except Exception as exc:  # a bug: say so on one line, never exit 1 (REGRESSION)
-            if isinstance(exc, sqlite3.DatabaseError) and not isinstance(
-                    exc, (sqlite3.ProgrammingError, sqlite3.IntegrityError, sqlite3.InterfaceError)):
-                _traceback(debug)
-                click.echo(f"error: {_store_line(exc)}", err=True)
-                return int(ExitCode.USAGE)
-            return _internal(exc, debug)
-        return int(rv) if isinstance(rv, int) else 0
+        return _internal(exc, debug)
+    return int(rv) if isinstance(rv, int) else 0
 
 
 def _store_line(exc: sqlite3.Error) -> str:
@@ -176,16 +223,25 @@ def _traceback(debug: bool) -> None:
 
 
 class RedactingStream:
-    """A text stream that passes every string written through the output redaction pass
+    """A text stream that removes terminal control from every string written (ESC sequences,
+    C0 / C1 characters but newline and tab: a model id or error body a server sent must not
+    recolour, retitle or clear the terminal), then passes it through the output redaction pass
     (registered secrets such as the API key or a URL's password, URL userinfo, auth values, key
-    formats) before the terminal or a pipe sees it. Everything else is the wrapped stream's."""
+    formats), before the terminal or a pipe sees it. Everything else is the wrapped stream's.
+    Output decodescope draws itself with control sequences (a progress bar) writes to
+    `raw_stream()` instead."""
 
     def __init__(self, inner: TextIO) -> None:
         self._inner = inner
 
+    @property
+    def raw(self) -> TextIO:
+        return self._inner
+
     def write(self, text: Any) -> int:
         if isinstance(text, str):
-            text = redact_output(text)
+            # controls first: a secret split by an escape sequence is whole again, and caught
+            text = redact_output(strip_controls(text))
         return self._inner.write(text)
 
     def writelines(self, lines: Any) -> None:
@@ -206,6 +262,13 @@ def redacted_output() -> Iterator[None]:
         yield
     finally:
         sys.stdout, sys.stderr = out, err
+
+
+def raw_stream(err: bool = True) -> TextIO:
+    """The terminal stream under the output pass, for what decodescope draws itself with control
+    sequences (rich progress bars: their text is decodescope's, never a server's)."""
+    stream = sys.stderr if err else sys.stdout
+    return stream.raw if isinstance(stream, RedactingStream) else stream
 
 
 def stderr(msg: str) -> None:

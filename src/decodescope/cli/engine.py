@@ -247,11 +247,15 @@ class StepPrinter:
         pct = ev.percent or 0.0
         if self._tty:
             if self._bar is None:
+                from rich.console import Console
                 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-                self._bar = Progress(
+                from decodescope.cli.common import raw_stream
+
+                self._bar = Progress(  # drawn with control sequences: past the output pass
                     TextColumn("build llama-server"), BarColumn(),
                     TextColumn("{task.percentage:>3.0f}%"), TimeElapsedColumn(), transient=True,
+                    console=Console(file=raw_stream(err=False)),
                 )  # fmt: skip
                 self._bar.start()
                 self._task = self._bar.add_task("build", total=100)

@@ -98,12 +98,18 @@ def _follow(file: str, since: str | None, until: str | None, engine: str | None,
     return 0
 
 
+# Which throughput `logs` prints: the engine's own, over all the requests it ran in a window.
+DECODE_NOTE = ("decode: tokens/s of all requests together (the engine's generation throughput); "
+               "per request = decode ÷ running, which `triage` compares")
+
+
 def window_line(w: EngineWindow) -> str:
     """One line per window for --follow."""
     t = _hms(w.t_end_s) if w.t_end_s is not None else "--:--:--"
     parts = [t, f"{w.engine_id or w.engine:<12}"]
     dec, mal, step = w.decode_rate, w.mal, window_step_rate(w)
-    parts.append(f"decode {dec:7.1f} tok/s" if dec is not None else "decode      -      ")
+    parts.append(f"decode {dec:7.1f} tok/s (all requests)" if dec is not None
+                 else "decode      -      ")
     parts.append(f"MAL {mal:4.2f}" if mal is not None else "MAL    -")
     parts.append(f"step {step:5.1f}/s" if step is not None else "step     -  ")
     if w.running is not None:
@@ -121,6 +127,7 @@ def render(s: LogSummary) -> str:
         out = io.StringIO()
         Console(file=out, width=120, color_system=None, highlight=False).print(_table(s))
         lines += [ln.rstrip() for ln in out.getvalue().rstrip("\n").split("\n")]
+    lines.append(DECODE_NOTE)
     lines.append(_counts_line(s))
     lines += [f"note: {n.one_line()}" for n in s.notes if n.severity == "info"]
     return "\n".join(lines)
@@ -136,7 +143,8 @@ def _table(s: LogSummary) -> Any:
     t.add_column("engine")
     if not per_window:
         t.add_column("windows", justify="right")
-    t.add_column("decode tok/s" if per_window else "decode mean", justify="right")
+    t.add_column("decode tok/s (all requests)" if per_window else "decode mean (all requests)",
+                 justify="right")
     if not per_window:
         t.add_column("peak", justify="right")
     t.add_column("MAL", justify="right")

@@ -30,7 +30,9 @@ SUBCOMMANDS = [
     "sweep",
     "report",
     "doctor",
+    "exporter",
     "fingerprint",
+    "store",
 ]
 
 

@@ -2,17 +2,35 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any
 
 import click
 
-from decodescope.caliber.load import resolve
-from decodescope.cli.common import emit, json_option, limit_options, store_option, warn
+from decodescope.caliber.load import check_values, resolve
+from decodescope.caliber.spec import (
+    DEFAULT_RATE_REQUESTS,
+    MAX_CONCURRENCY,
+    Caliber,
+    element_table,
+)
+from decodescope.cli.common import (
+    check_url,
+    emit,
+    json_option,
+    limit_options,
+    raw_stream,
+    store_option,
+    warn,
+)
 from decodescope.errors import UsageError
 from decodescope.exitcodes import ExitCode
 from decodescope.findings import Finding
 from decodescope.probe.runner import ProbeSettings, prepare, run_probe
+from decodescope.report.distributions import run_distributions
+from decodescope.report.headline import headline
+from decodescope.report.iso import with_iso
 from decodescope.report.text import render_run
 from decodescope.store import runs as sr
 from decodescope.store.db import Store
@@ -45,6 +63,83 @@ def read_api_key(var: str | None) -> str | None:
     return key
 
 
+def load_options(f: Any, *, sweep: bool = False) -> Any:
+    """Load shape and prompt source options (caliber elements), shared by `probe` and `sweep`.
+    Names follow vllm bench serve / AIPerf / guidellm where they agree (docs/peers.md)."""
+    rate = [] if sweep else [
+        click.option("--request-rate", "request_rate", type=click.FloatRange(min=0, min_open=True), default=None,
+                     metavar="R", help="Open loop: R requests/s with Poisson arrivals (with --burstiness: gamma). "
+                     "A trial is one load period. Default: closed loop."),
+    ]
+    opts = [*rate,
+        click.option("--burstiness", type=click.FloatRange(min=0, min_open=True), default=None, metavar="G",
+                     help="Gamma shape of the arrival gaps with --request-rate (vLLM's): 1 = Poisson, < 1 burstier."),
+        click.option("--num-requests", "num_requests", type=click.IntRange(1, 100_000), default=None, metavar="N",
+                     help=f"Requests per trial (one load period; default with --request-rate: {DEFAULT_RATE_REQUESTS})."),
+        click.option("--duration", "duration_s", type=click.FloatRange(min=0, min_open=True, max=86400), default=None,
+                     metavar="SECONDS", help="Seconds of sending per trial (one load period); in-flight requests finish."),
+        click.option("--dataset", "dataset", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+                     help="Prompts from FILE: JSONL of {\"prompt\"} or {\"messages\"}, or ShareGPT JSON; hashed "
+                     "into the caliber, sampled in a fixed order."),
+    ]
+    if not sweep:
+        opts.insert(0, click.option(
+            "--concurrency", type=click.IntRange(1, MAX_CONCURRENCY), default=None, metavar="N",
+            help="Requests in flight (closed loop), or at most in flight with --request-rate "
+                 "(vLLM's --max-concurrency). Default: the caliber's."))
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+def derive_caliber(cal: Caliber, *, concurrency: int | None = None,
+                   request_rate: float | None = None, burstiness: float | None = None,
+                   num_requests: int | None = None, duration_s: float | None = None,
+                   dataset: str | None = None) -> Caliber:
+    """The caliber under the command line's load and prompt options: each one is a caliber
+    element (a new identity; the caliber diff names it)."""
+    if dataset is not None:
+        from decodescope.caliber.dataset import read_dataset
+
+        spec, _ = read_dataset(dataset)
+        cal = dataclasses.replace(cal, dataset=spec)
+    rate = request_rate if request_rate is not None else cal.load.request_rate
+    if request_rate is not None and concurrency is None and cal.load.request_rate is None:
+        concurrency = MAX_CONCURRENCY  # open loop: no cap unless one is given (as vLLM)
+    if (rate is not None and num_requests is None and duration_s is None
+            and cal.load.num_requests is None and cal.load.duration_s is None):
+        num_requests = DEFAULT_RATE_REQUESTS
+    cal = cal.with_load(concurrency, request_rate=request_rate, burstiness=burstiness,
+                        num_requests=num_requests, duration_s=duration_s)
+    check_values(cal, "command-line load options")
+    return cal
+
+
+def load_line(cal: Caliber) -> str | None:
+    """One header line naming the load shape and prompt source, when not the classic ones."""
+    rows = dict(element_table(cal))
+    parts = []
+    if not cal.load.classic:
+        parts.append(f"load: {rows['request rate']}, concurrency {rows['concurrency']}, "
+                     f"{rows['requests per trial']} requests per trial"
+                     + (f", {rows['trial duration']}" if cal.load.duration_s else ""))
+    if cal.dataset is not None:
+        parts.append(f"prompts: dataset {os.path.basename(cal.dataset.path)} ({rows['dataset']})")
+    return " · ".join(parts) or None
+
+
+def kept_line(store: Store, run_id: int) -> str:
+    """What Ctrl-C leaves: the run id and its completed trials."""
+    try:
+        run = sr.get_run(store, run_id, with_traces=False)
+    except Exception:  # the store itself failed: name the id anyway
+        return f"interrupted: run {run_id} was kept in {store.path}"
+    done = sum(1 for t in run.trials if t.status == "ok")
+    planned = run.meta.get("trials", "?")
+    return (f"interrupted: kept run {run_id} ({done} of {planned} trials completed) in "
+            f"{store.path}; see it with: decodescope runs show {run_id}")
+
+
 def _caliber_file(name: str) -> str | None:
     """The absolute path of a caliber given as a file (for "Next" commands that work)."""
     import os
@@ -62,6 +157,7 @@ def _caliber_file(name: str) -> str | None:
 @click.option("--proxy", default=None, help="Send requests through this proxy (environment proxies are ignored by default).")
 @click.option("--log", "log_path", type=click.Path(dir_okay=False), default=None, help="Engine log file to tail during the run.")
 @click.option("--scrape-interval", default=1.0, show_default=True, type=click.FloatRange(0.05, 60), help="Longest Prometheus scrape interval, seconds; shorter trials get shorter intervals (about 12 scrapes per trial).")
+@load_options
 @click.option("--warmup", default=1, show_default=True, type=click.IntRange(0, 100), help="Requests sent before the trials and not counted (speculators that learn from earlier outputs, caches).")
 @click.option("--no-scrape", is_flag=True, help="Do not scrape /metrics.")
 @click.option("--no-fingerprint", is_flag=True, help="Do not collect the stack fingerprint.")
@@ -72,9 +168,19 @@ def _caliber_file(name: str) -> str | None:
 def command(url: str, caliber_name: str, trials: int, labels: tuple[str, ...], model: str | None,
             api_key_env: str | None, proxy: str | None, log_path: str | None,
             scrape_interval: float, warmup: int, no_scrape: bool, no_fingerprint: bool,
-            watch_repos: tuple[str, ...], store_path: str | None, as_json: bool) -> int:
-    """Probe URL under a caliber; store every trial; print client and engine numbers."""
-    cal = resolve(caliber_name)
+            watch_repos: tuple[str, ...], store_path: str | None, as_json: bool,
+            concurrency: int | None = None, request_rate: float | None = None,
+            burstiness: float | None = None, num_requests: int | None = None,
+            duration_s: float | None = None, dataset: str | None = None) -> int:
+    """Probe URL under a caliber; store every trial; print client and engine numbers.
+
+    URL is the server's base URL (a trailing /v1 is fine). Load options (--concurrency,
+    --request-rate, --burstiness, --num-requests, --duration) and --dataset are caliber
+    elements: they give the run its own caliber identity."""
+    url = check_url(url)
+    cal = derive_caliber(resolve(caliber_name), concurrency=concurrency,
+                         request_rate=request_rate, burstiness=burstiness,
+                         num_requests=num_requests, duration_s=duration_s, dataset=dataset)
     settings = ProbeSettings(url=url, caliber=cal, trials=trials, labels=parse_labels(labels),
                              model=model, api_key=read_api_key(api_key_env), proxy=proxy,
                              warmup=warmup, caliber_path=_caliber_file(caliber_name))
@@ -84,28 +190,54 @@ def command(url: str, caliber_name: str, trials: int, labels: tuple[str, ...], m
         info, served_model, prompt = prepared
         if not as_json:
             sim = " [SIMULATED]" if info.simulated else ""
+            what = ("prompt: one dataset entry per request" if cal.dataset else
+                    f"prompt {prompt.tokens} tokens ({prompt.tokens_source})"
+                    if prompt.tokens is not None else "prompt tokens unknown")
             click.echo(f"engine: {info.kind} {info.version or ''}{sim} · model {served_model} · "
-                       f"caliber {cal.ref} ({cal.identity}) · prompt {prompt.tokens or '?'} tokens "
-                       f"({prompt.tokens_source})", err=True)
+                       f"caliber {cal.ref} ({cal.identity}) · {what}", err=True)
+            extra = load_line(cal)
+            if extra:
+                click.echo(extra, err=True)
         from decodescope.cli.probe_setup import build_observers, collect_fp
 
         observers = build_observers(settings, info, log_path=log_path, scrape=not no_scrape,
                                     scrape_interval_s=scrape_interval)
         fp = None if no_fingerprint else collect_fp(settings, log_path, watch_repos)
-        with _progress(not as_json, trials) as progress:
-            outcome = run_probe(settings, store, observers=observers, progress=progress,
-                                fingerprint=fp, prepared=prepared)
+        created: list[int] = []
+        try:
+            with _progress(not as_json, trials) as progress:
+                outcome = run_probe(settings, store, observers=observers, progress=progress,
+                                    fingerprint=fp, prepared=prepared, on_created=created.append)
+        except KeyboardInterrupt:
+            if created:
+                click.echo(kept_line(store, created[0]), err=True)
+            raise
         run = sr.get_run(store, outcome.run_id, with_traces=False)
+        dist = run_distributions(sr.get_run(store, outcome.run_id))
         if not as_json:
             for f in outcome.findings:
                 warn(f if isinstance(f, Finding) else Finding.from_dict(f))
-        emit(run.to_dict(with_traces=False), as_json,
-             lambda _: render_run(run) + f"\nsaved run {run.id} in {store.path}")
+        emit(run_document(run, dist), as_json,
+             lambda _: render_run(run, dist) + f"\nsaved run {run.id} in {store.path}")
         if (run.result or {}).get("caliber_status") == "missed":
             return int(ExitCode.CALIBER_MISSED)
         return int(ExitCode.OK)
     finally:
         store.close()
+
+
+def run_document(run: sr.StoredRun, dist: dict[str, Any] | None) -> dict[str, Any]:
+    """A run as `--json` prints it: the stored run, the headline decode rate (the verdict's
+    statistic and source), the per-request distributions, ISO-8601 siblings of timestamps."""
+    from decodescope.cli.common import to_jsonable
+
+    head = headline(run.result)
+    doc = {**run.to_dict(with_traces=False),
+           "headline": {"decode_rate": head.decode_rate, "source": head.source,
+                        "trials": head.trials, "statistic": "median over trials, per request"}}
+    if dist is not None:
+        doc["distributions"] = dist
+    return with_iso(to_jsonable(doc))  # type: ignore[no-any-return]
 
 
 class _progress:
@@ -132,7 +264,7 @@ class _progress:
 
         self._p = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                            TextColumn("tok"), TimeElapsedColumn(),
-                           console=Console(stderr=True), transient=True)
+                           console=Console(file=raw_stream(err=True)), transient=True)
         self._p.start()
         return self.update
 

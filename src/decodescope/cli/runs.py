@@ -1,4 +1,4 @@
-"""`decodescope runs list | show RUN | export RUN`.
+"""`decodescope runs list | show RUN | export RUN... | rm RUN...`.
 
 Read commands: the store is opened read-only (never created, migrated or written), so a
 read-only store can be listed and a mistyped --store says so instead of starting a new one.
@@ -6,14 +6,22 @@ read-only store can be listed and a mistyped --store says so instead of starting
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
+import time
 from typing import Any
 
 import click
 
 from decodescope.cli.common import emit, json_option, store_option, to_jsonable
+from decodescope.errors import StoreError
 from decodescope.redact import redact_output
+from decodescope.report.export import TABLES, to_csv
+from decodescope.report.export import rows as export_rows
+from decodescope.report.headline import headline, median_or_none
+from decodescope.report.iso import iso, with_iso
+from decodescope.report.table import text_table
 from decodescope.store import runs as sr
 from decodescope.store.db import SCHEMA_VERSION, Store
 
@@ -28,7 +36,7 @@ def _f(v: Any, fmt: str = "{:.1f}") -> str:
 
 @click.group("runs")
 def command() -> None:
-    """List, show and export stored runs."""
+    """List, show, export and delete stored runs."""
 
 
 @command.command("list")
@@ -44,30 +52,43 @@ def list_cmd(caliber: str | None, label: str | None, limit: int, store_path: str
     with Store.open(store_path, read_only=True) as st:
         runs = sr.list_runs(st, caliber=caliber, label=lab, limit=limit)  # type: ignore[arg-type]
         path = st.path
-    rows = [{
-        "id": r.id, "created_at": _when(r.created_at), "status": r.status, "caliber": r.caliber_ref,
-        "identity": r.caliber_identity, "engine": r.engine, "simulated": r.simulated, "model": r.model,
-        "labels": r.labels,
-        "decode_rate": ((r.result or {}).get("client", {}).get("decode_rate") or {}).get("median"),
-        "mal": _engine_mal(r.result), "caliber_status": (r.result or {}).get("caliber_status"),
-    } for r in runs]
+    rows = [_list_row(r) for r in runs]
 
     def text(rows: list[dict]) -> str:
         if not rows:
             return f"no runs in {path}"
-        lines = [f"{'id':>4}  {'created':<19}  {'status':<11} {'caliber':<22} {'engine':<10} {'decode':>7} {'MAL':>5}  labels"]
-        for r in rows:
-            eng = (r["engine"] or "-") + ("(sim)" if r["simulated"] else "")
-            labels = ",".join(f"{k}={v}" for k, v in r["labels"].items())
-            lines.append(f"{r['id']:>4}  {r['created_at']:<19}  {r['status']:<11} {r['caliber'] or '-':<22} "
-                         f"{eng:<10} {_f(r['decode_rate']):>7} {_f(r['mal'], '{:.2f}'):>5}  {labels}")
-        lines.append(f"store: {path}")
-        return "\n".join(lines)
+        table = text_table(
+            ["id", "created", "status", "caliber", "identity", "engine", "decode tok/s",
+             "source", "MAL", "labels"],
+            [[str(r["id"]), r["created_at"], r["status"], r["caliber"] or "-",
+              r["identity"] or "-", (r["engine"] or "-") + (" (sim)" if r["simulated"] else ""),
+              _f(r["decode_rate"]), r["decode_source"] or "-", _f(r["mal"], "{:.2f}"),
+              ",".join(f"{k}={v}" for k, v in r["labels"].items())] for r in rows],
+            right=(0, 6, 8))
+        return (table + "\ndecode tok/s: per request, median over trials, from the source the "
+                f"verdict uses (the engine's when it has per-trial numbers)\nstore: {path}")
 
     emit(rows, as_json, text)
 
 
+def _list_row(r: sr.StoredRun) -> dict[str, Any]:
+    head = headline(r.result)
+    return {
+        "id": r.id, "created_at": _when(r.created_at), "created_at_iso": iso(r.created_at),
+        "status": r.status, "caliber": r.caliber_ref, "identity": r.caliber_identity,
+        "engine": r.engine, "simulated": r.simulated, "model": r.model, "labels": r.labels,
+        "decode_rate": head.decode_rate, "decode_source": head.source,
+        "decode_trials": head.trials,
+        "decode_rate_client": ((r.result or {}).get("client", {}).get("decode_rate") or {}).get("median"),
+        "mal": _engine_mal(r.result), "caliber_status": (r.result or {}).get("caliber_status"),
+    }
+
+
 def _engine_mal(result: dict | None) -> float | None:
+    per_trial = median_or_none([t.get("engine_mal") for t in (result or {}).get("trials") or []
+                                if t.get("status") == "ok"])
+    if per_trial is not None:
+        return per_trial
     for src in ("prometheus", "log", "request"):
         v = ((result or {}).get("engine") or {}).get(src)
         if v and v.get("mal") is not None:
@@ -83,25 +104,83 @@ def show_cmd(run: str, store_path: str | None, as_json: bool) -> None:
     """Show one run (id, `last`, or label key=value): caliber, trials, numbers, warnings."""
     from decodescope.report.text import render_run
 
+    from decodescope.cli.probe import run_document
+    from decodescope.report.distributions import run_distributions
+
     with Store.open(store_path, read_only=True) as st:
         r = sr.get_run(st, sr.resolve_run_id(st, run), with_traces=False)
-    emit(r.to_dict(with_traces=False), as_json, lambda _: render_run(r))
+        shown = r
+        if (not as_json and r.result is None and r.trials
+                and r.status in ("running", sr.ABANDONED)):
+            shown = _so_far(st, r)
+        dist = run_distributions(dataclasses.replace(shown, trials=sr.get_run(st, r.id).trials))
+    emit(run_document(r, dist), as_json, lambda _: render_run(shown, dist))
+
+
+def _so_far(st: Store, r: sr.StoredRun) -> sr.StoredRun:
+    """A run that never finished (still running, or abandoned by a killed process) has no
+    result: the text shows the numbers of its completed trials, computed here, not stored."""
+    from decodescope.analysis.run_result import analyze_run
+
+    full = sr.get_run(st, r.id)
+    return dataclasses.replace(r, result=analyze_run(full))
 
 
 @command.command("export")
-@click.argument("run")
+@click.argument("runs", nargs=-1, required=True)
+@click.option("--format", "fmt", type=click.Choice(["json", "csv"]), default="json", show_default=True,
+              help="json: the whole run(s) with raw traces; csv: one table (--table).")
+@click.option("--table", type=click.Choice(list(TABLES)), default="runs", show_default=True,
+              help="With --format csv: one row per run (summary and percentiles), per trial, or per request.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="File (default stdout).")
 @store_option
-def export_cmd(run: str, output: str | None, store_path: str | None) -> None:
-    """Export one run with its raw traces, windows and series as JSON."""
+def export_cmd(runs: tuple[str, ...], fmt: str, table: str, output: str | None,
+               store_path: str | None) -> None:
+    """Export stored RUNs (ids, `last`, key=value) as JSON or CSV.
+
+    JSON keeps the epoch timestamps and adds an ISO-8601 `<name>_iso` sibling (UTC offset)
+    to each; a single RUN is {"run": ...}, several are {"runs": [...]}."""
     with Store.open(store_path, read_only=True) as st:
-        r = sr.get_run(st, sr.resolve_run_id(st, run))
-    doc = {"schema_version": SCHEMA_VERSION, "kind": "decodescope.run", "run": to_jsonable(r.to_dict())}
-    text = json.dumps(doc, indent=1)
+        ids = list(dict.fromkeys(sr.resolve_run_id(st, s) for s in runs))
+        loaded = [sr.get_run(st, i) for i in ids]
+    if fmt == "csv":
+        text = to_csv(export_rows(loaded, table))
+    else:
+        from decodescope.report.distributions import run_distributions
+
+        docs = [with_iso(to_jsonable({**r.to_dict(), "headline": dataclasses.asdict(headline(r.result)),
+                                      "distributions": run_distributions(r)})) for r in loaded]
+        head = {"schema_version": SCHEMA_VERSION, "exported_at": iso(time.time())}
+        doc = ({**head, "kind": "decodescope.run", "run": docs[0]} if len(docs) == 1
+               else {**head, "kind": "decodescope.runs", "runs": docs})
+        text = json.dumps(doc, indent=1) + "\n"
     if output:
         text = redact_output(text)  # stdout gets this pass in run_click; a file gets it here
-        with open(output, "w", encoding="utf-8") as f:
+        with open(output, "w", encoding="utf-8", newline="") as f:
             f.write(text)
         click.echo(f"wrote {output}", err=True)
     else:
-        click.echo(text)
+        click.echo(text, nl=False)
+
+
+@command.command("rm")
+@click.argument("runs", nargs=-1, required=True)
+@click.option("--force", is_flag=True, help="Also delete runs a baseline was built from.")
+@store_option
+def rm_cmd(runs: tuple[str, ...], force: bool, store_path: str | None) -> None:
+    """Delete stored RUNs (ids, `last`, key=value) with their trials, traces and windows."""
+    from decodescope.errors import UsageError
+    from decodescope.verdict.baseline import list_baselines
+
+    with Store.open(store_path) as st:
+        ids = list(dict.fromkeys(sr.resolve_run_id(st, s) for s in runs))
+        used = {i: b.name for b in list_baselines(st) for i in b.run_ids if i in ids}
+        if used and not force:
+            which = ", ".join(f"run {i} (baseline {n})" for i, n in sorted(used.items()))
+            raise UsageError(f"{which}: a baseline was built from it", where="runs rm",
+                             remedy="Delete the baseline first, or pass --force")
+        for i in ids:
+            if not sr.delete_run(st, i):
+                raise StoreError(f"no run {i}", where=st.path,
+                                 remedy="List runs with `decodescope runs list`")
+            click.echo(f"deleted run {i}", err=True)

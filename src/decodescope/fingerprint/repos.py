@@ -28,25 +28,82 @@ GREP_MAX_FILES = 100_000
 MAX_HITS = 20
 
 
-def _git(repo: Path, *args: str) -> str:
-    out = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
-                         timeout=GIT_TIMEOUT_S, check=True)
+# A watched repository is not trusted: its .git/config can name programs that git runs while it
+# only reads (core.fsmonitor on every status, a filter driver's clean / process command for a
+# file whose stat changed, gpg.program under log.showSignature, hooks). Every git command here
+# runs with those switched off, never writes (no optional locks: the index is not refreshed on
+# disk), never prompts, pages or recurses into submodules, and sees no GIT_* variable of ours
+# (GIT_DIR, GIT_CONFIG_PARAMETERS, GIT_EXTERNAL_DIFF ... would redirect or reconfigure it).
+GIT_SAFE_CONFIG = (
+    "core.fsmonitor=false",
+    "core.hooksPath=/dev/null",
+    "core.untrackedCache=false",
+    "log.showSignature=false",
+    "diff.external=",
+    "status.submoduleSummary=false",
+    "protocol.allow=never",
+)
+GIT_SAFE_ENV = {"GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0", "GIT_PAGER": "cat",
+                "PAGER": "cat", "GIT_ASKPASS": "", "SSH_ASKPASS": "", "LC_ALL": "C"}
+
+
+def git_env() -> dict[str, str]:
+    """The environment git runs in: ours without any GIT_* variable, plus GIT_SAFE_ENV."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(GIT_SAFE_ENV)
+    return env
+
+
+def _git_argv(repo: Path, args: tuple[str, ...], extra_config: list[str] = ()  # type: ignore[assignment]
+              ) -> list[str]:
+    argv = ["git", "--no-pager", "-C", str(repo)]
+    for item in (*GIT_SAFE_CONFIG, *extra_config):
+        argv += ["-c", item]
+    return [*argv, *args]
+
+
+def _run_git(repo: Path, args: tuple[str, ...], extra_config: list[str] = ()  # type: ignore[assignment]
+             ) -> str:
+    out = subprocess.run(_git_argv(repo, args, extra_config), capture_output=True, text=True,
+                         timeout=GIT_TIMEOUT_S, check=True, env=git_env(),
+                         stdin=subprocess.DEVNULL)
     return out.stdout.strip()
+
+
+def _filters_off(repo: Path) -> list[str]:
+    """`-c` settings that switch off every filter driver the repository's own config defines
+    (a clean or process command runs when `git status` rehashes a file). Filters of the user's
+    global and system config (git-lfs) are the user's programs and stay. Reading the config
+    runs nothing."""
+    try:
+        names = _run_git(repo, ("config", "--local", "--includes", "--name-only", "--null",
+                                "--get-regexp", r"^filter\."))
+    except subprocess.CalledProcessError:  # exit 1: no filter defined
+        return []
+    drivers = {n.rsplit(".", 1)[0] for n in names.split("\0") if n.count(".") >= 2}
+    return [f"{d}.{k}=" for d in sorted(drivers) for k in ("clean", "smudge", "process")] + \
+        [f"{d}.required=false" for d in sorted(drivers)]
+
+
+def _git(repo: Path, *args: str) -> str:
+    return _run_git(repo, args)
 
 
 def git_head(repo: Path) -> Item:
     if not repo.is_dir():
         return Item.missing(f"{repo} is not a directory")
     try:
-        sha, subject, when = _git(repo, "log", "-1", "--format=%h%x00%s%x00%cI").split("\x00")
+        sha, subject, when = _git(repo, "log", "-1", "--no-show-signature",
+                                  "--format=%h%x00%s%x00%cI").split("\x00")
     except (OSError, subprocess.SubprocessError, ValueError) as exc:
         return Item.missing(f"git log in {repo} failed: {type(exc).__name__}")
     value: dict[str, Any] = {"sha": sha, "subject": redact_text(subject), "commit_time": when}
     with contextlib.suppress(OSError, subprocess.SubprocessError):
         value["describe"] = _git(repo, "describe", "--tags", "--always")
     with contextlib.suppress(OSError, subprocess.SubprocessError):
-        value["dirty_files"] = len(_git(repo, "status", "--porcelain",
-                                        "--untracked-files=no").splitlines())
+        value["dirty_files"] = len(_run_git(
+            repo, ("status", "--porcelain", "--untracked-files=no", "--ignore-submodules=all"),
+            _filters_off(repo)).splitlines())
     return Item.ok(value)
 
 

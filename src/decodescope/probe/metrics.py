@@ -23,6 +23,9 @@ from decodescope.probe.trace import RequestTrace
 STALL_FACTOR = 10.0
 # ... and at least this long (a scheduler hiccup of a few ms is not worth a name).
 STALL_MIN_S = 0.05
+# Gaps shorter than this are inside one step's burst of chunks (the server writing several
+# SSE events of one step), not between steps: even an H200 at ~300 steps/s takes ~3 ms a step.
+BURST_GAP_S = 0.0005
 
 
 @dataclass(frozen=True)
@@ -152,12 +155,17 @@ def compute(trace: RequestTrace, steady_state_start: int = 0) -> RequestMetrics:
 
 
 def stall_gaps(pts: list[tuple[float, int, bool]]) -> list[tuple[float, float]]:
-    """(start, end) of every gap between token-carrying chunks that is a stall."""
+    """(start, end) of every gap between token-carrying chunks that is a stall.
+
+    The reference is the request's own step time: the median of the gaps between steps.
+    Servers that stream a step's tokens as one chunk each (llama.cpp with speculation) send
+    bursts whose inner gaps are microseconds; those are not steps and are left out of the
+    median (below BURST_GAP_S), else every real step would read as a stall."""
     gaps = [(t0, t1) for (t0, _, _), (t1, _, _) in zip(pts, pts[1:], strict=False)]
-    if len(gaps) < 3:
+    steps = sorted(t1 - t0 for t0, t1 in gaps if t1 - t0 >= BURST_GAP_S)
+    if len(steps) < 3:
         return []
-    lengths = sorted(t1 - t0 for t0, t1 in gaps)
-    median = lengths[len(lengths) // 2]
+    median = steps[len(steps) // 2]
     limit = max(STALL_FACTOR * median, STALL_MIN_S)
     return [(t0, t1) for t0, t1 in gaps if t1 - t0 > limit]
 

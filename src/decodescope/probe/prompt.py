@@ -24,7 +24,7 @@ class RealizedPrompt:
     text: str
     blocks: int
     tokens: int | None  # by the tokenizer (or estimate) before the chat template
-    tokens_source: str  # "tokenize" | "estimate" | "fixed"
+    tokens_source: str  # "tokenize" | "estimate"
     sha256: str
 
     def to_dict(self) -> dict[str, Any]:
@@ -63,9 +63,13 @@ def server_tokenizer(client: httpx.Client, base_url: str, model: str | None) -> 
 
 def realize(c: Caliber, tokenizer: Tokenizer | None) -> RealizedPrompt:
     target = c.prompt.target_tokens
-    if not target:
+    if not target:  # fixed text: counted for the header (the server's tokenizer, else estimated)
         text = c.prompt_text()
-        return RealizedPrompt(text, c.prompt.blocks, None, "fixed", sha256(text))
+        n = tokenizer(text) if tokenizer else None
+        if n is not None:
+            return RealizedPrompt(text, c.prompt.blocks, n, "tokenize", sha256(text))
+        return RealizedPrompt(text, c.prompt.blocks, int(len(text) / CHARS_PER_TOKEN_ESTIMATE),
+                              "estimate", sha256(text))
     hi = max_blocks_for(target)
     probe_count = tokenizer(c.prompt_text(1)) if tokenizer else None
     if probe_count is None:

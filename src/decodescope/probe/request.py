@@ -2,26 +2,41 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from decodescope.caliber.spec import Caliber
+
+
+def base_url(url: str) -> str:
+    """The server's base URL: a trailing `/` or `/v1` (as OpenAI clients take it) removed, so
+    `http://host:8000/v1` works where `http://host:8000` does."""
+    u = url.strip().rstrip("/")
+    if u.endswith("/v1"):
+        u = u[: -len("/v1")]
+    return u
 
 
 def endpoint_path(caliber: Caliber) -> str:
     return "/v1/chat/completions" if caliber.endpoint == "chat" else "/v1/completions"
 
 
-def build_body(caliber: Caliber, model: str | None, prompt: str) -> dict[str, Any]:
+def build_body(caliber: Caliber, model: str | None, prompt: str,
+               messages: Sequence[dict[str, str]] | None = None) -> dict[str, Any]:
+    """The request body; `messages` (a dataset's chat entry) replaces the user prompt."""
     s, o = caliber.sampling, caliber.output
     body: dict[str, Any] = {"stream": True, "max_tokens": o.max_tokens}
     if model:
         body["model"] = model
     if caliber.endpoint == "chat":
-        messages = []
-        if caliber.prompt.system:
-            messages.append({"role": "system", "content": caliber.prompt.system})
-        messages.append({"role": "user", "content": prompt})
-        body["messages"] = messages
+        msgs = []
+        if caliber.prompt.system and not any(m.get("role") == "system" for m in messages or ()):
+            msgs.append({"role": "system", "content": caliber.prompt.system})
+        if messages:
+            msgs.extend(dict(m) for m in messages)
+        else:
+            msgs.append({"role": "user", "content": prompt})
+        body["messages"] = msgs
         # Thinking is requested explicitly both ways, so "off" means off on Qwen3-style templates.
         body["chat_template_kwargs"] = {"enable_thinking": caliber.thinking}
     else:

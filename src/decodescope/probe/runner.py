@@ -23,7 +23,8 @@ from decodescope.probe import client as cl
 from decodescope.probe.metrics import compute
 from decodescope.probe.observe import Observer
 from decodescope.probe.prompt import RealizedPrompt, realize, server_tokenizer
-from decodescope.probe.request import build_body, endpoint_path
+from decodescope.probe.load import RequestBodies, load_period
+from decodescope.probe.request import base_url, build_body, endpoint_path
 from decodescope.probe.trace import Chunk, RequestTrace
 from decodescope.store import runs as store_runs
 from decodescope.store.db import Store
@@ -43,6 +44,9 @@ class ProbeSettings:
     # from earlier outputs, and caches warm up; the first counted trial then looks like the rest.
     warmup: int = 1
     caliber_path: str | None = None  # the caliber's .toml file, when it came from one
+
+    def __post_init__(self) -> None:
+        self.url = base_url(self.url)  # ".../v1" works as OpenAI clients take it
 
 
 @dataclass
@@ -85,7 +89,9 @@ def prepare(settings: ProbeSettings) -> tuple[EngineInfo, str | None, RealizedPr
 
 def run_probe(settings: ProbeSettings, store: Store, *, observers: list[Observer] = (),  # type: ignore[assignment]
               progress: ProgressFn | None = None, fingerprint: dict[str, Any] | None = None,
-              prepared: tuple[EngineInfo, str | None, RealizedPrompt] | None = None) -> ProbeOutcome:
+              prepared: tuple[EngineInfo, str | None, RealizedPrompt] | None = None,
+              on_created: Callable[[int], None] | None = None) -> ProbeOutcome:
+    """`on_created(run_id)` is called once the run exists (the CLI names it on Ctrl-C)."""
     info, model, prompt = prepared or prepare(settings)
     cal = settings.caliber
     run_id = store_runs.create_run(
@@ -95,10 +101,15 @@ def run_probe(settings: ProbeSettings, store: Store, *, observers: list[Observer
         meta={"engine_info": info.to_dict(), "prompt": prompt.to_dict(), "trials": settings.trials,
               "concurrency": cal.concurrency, "warmup": settings.warmup,
               "seed_schedule": seed_schedule(cal),
-              **({"caliber_path": settings.caliber_path} if settings.caliber_path else {})},
+              **({"caliber_path": settings.caliber_path} if settings.caliber_path else {}),
+              **({"load": dataclasses.asdict(cal.load)} if not cal.load.classic else {}),
+              **({"dataset_path": cal.dataset.path} if cal.dataset else {})},
     )
+    if on_created is not None:
+        on_created(run_id)
     findings: list[Finding] = []
     status = "running"
+    stop: dict[str, Any] | None = None  # what ended the run early (meta.stop)
     for ob in observers:
         ob.start()
     # Move what exists now out of the collector's reach: full collections during a trial cost
@@ -108,15 +119,17 @@ def run_probe(settings: ProbeSettings, store: Store, *, observers: list[Observer
     try:
         asyncio.run(_trials(settings, store, run_id, model, prompt, observers, progress, findings))
         status = "complete"
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (signals.Terminated)
         status = "interrupted"
+        stop = {"signal": getattr(exc, "signal_name", "SIGINT")}
         raise
-    except BaseException:
+    except BaseException as exc:
         status = "failed"
+        stop = _stop_cause(exc)
         raise
     finally:
         gc.unfreeze()
-        _finish(store, run_id, status, observers, findings)
+        _finish(store, run_id, status, observers, findings, stop)
     run = store_runs.get_run(store, run_id)
     return ProbeOutcome(run_id, status, info, model, prompt, run.result or {}, findings)
 
@@ -125,13 +138,15 @@ async def _trials(settings: ProbeSettings, store: Store, run_id: int, model: str
                   prompt: RealizedPrompt, observers: list[Observer], progress: ProgressFn | None,
                   findings: list[Finding]) -> None:
     cal = settings.caliber
-    body = build_body(cal, model, prompt.text)
+    bodies = RequestBodies(cal, build_body(cal, model, prompt.text), model)
     path = endpoint_path(cal)
-    expected = cal.output.max_tokens * cal.concurrency
+    per_trial = cal.concurrency if cal.load.classic else (cal.load.num_requests or cal.concurrency)
+    expected = cal.output.max_tokens * per_trial
+    sent = 0  # requests of the counted trials so far: request j's seed and dataset entry
     async with cl.make_client(settings.proxy, max_connections=max(8, cal.concurrency)) as client:
         expected_s = None
-        for _ in range(settings.warmup):
-            warm = await cl.stream_request(client, settings.url, path, body,
+        for w in range(settings.warmup):
+            warm = await cl.stream_request(client, settings.url, path, bodies.warmup(w),
                                            api_key=settings.api_key)
             if not warm.ok:
                 break  # the first trial meets the same fault, and is stored with its trace
@@ -153,11 +168,17 @@ async def _trials(settings: ProbeSettings, store: Store, run_id: int, model: str
                 if progress:
                     progress(idx, counter[0], expected)
 
-            traces: list[RequestTrace] = list(await asyncio.gather(*[
-                cl.stream_request(client, settings.url, path,
-                                  with_seed(body, cal, idx * cal.concurrency + j),
-                                  api_key=settings.api_key, on_chunk=on_chunk)
-                for j in range(cal.concurrency)]))
+            def send(j: int, first: int = sent, on_chunk: Callable[[Chunk], None] = on_chunk
+                     ) -> Any:
+                return cl.stream_request(client, settings.url, path, bodies.body(first + j),
+                                         api_key=settings.api_key, on_chunk=on_chunk)
+
+            traces: list[RequestTrace]
+            if cal.load.classic:  # every stream's one request at once
+                traces = list(await asyncio.gather(*[send(j) for j in range(cal.concurrency)]))
+            else:  # one load period: its requests are the trial's members
+                traces = await load_period(cal, send, seed=idx)
+            sent += len(traces)
             for ob in observers:
                 ob.mark(f"trial_end:{idx}", time.perf_counter())
             traces = count_tokens(traces, settings, model)
@@ -180,17 +201,13 @@ async def _trials(settings: ProbeSettings, store: Store, run_id: int, model: str
 
 
 def seed_schedule(cal: Caliber) -> str | None:
-    """How sampling seeds vary: with a declared seed and temperature > 0, request j of the
-    probe (counting across trials) uses seed + j, so trials are independent samples that any
-    rerun repeats exactly. Greedy decoding has nothing to vary."""
-    s = cal.sampling
-    if s.seed is None or not (s.temperature or 0) > 0:
-        return None
-    return f"seed + request index (from {s.seed})"
+    """The caliber's seed schedule (part of its identity), with its base seed."""
+    sched = cal.seed_schedule
+    return f"{sched} (from {cal.sampling.seed})" if sched else None
 
 
 def with_seed(body: dict[str, Any], cal: Caliber, index: int) -> dict[str, Any]:
-    if seed_schedule(cal) is None or cal.sampling.seed is None:
+    if cal.seed_schedule is None or cal.sampling.seed is None:
         return body
     return {**body, "seed": cal.sampling.seed + index}
 
@@ -238,8 +255,15 @@ def count_tokens(traces: list[RequestTrace], settings: ProbeSettings, model: str
     return out
 
 
+def _stop_cause(exc: BaseException) -> dict[str, Any]:
+    """A failure's one line, as the CLI prints it (stored redacted, like every column)."""
+    one_line = getattr(exc, "one_line", None)
+    text = one_line() if callable(one_line) else " ".join(str(exc).split())[:300]
+    return {"error": text or type(exc).__name__, "error_kind": type(exc).__name__}
+
+
 def _finish(store: Store, run_id: int, status: str, observers: list[Observer],
-            findings: list[Finding]) -> None:
+            findings: list[Finding], stop: dict[str, Any] | None = None) -> None:
     for ob in observers:
         try:
             res = ob.stop()
@@ -260,7 +284,8 @@ def _finish(store: Store, run_id: int, status: str, observers: list[Observer],
     run = store_runs.get_run(store, run_id)
     result = analyze_run(run, extra_findings=findings)
     store_runs.update_run(store, run_id, status=status, result=result,
-                          warnings=result.get("findings", []))
+                          warnings=result.get("findings", []),
+                          **({"meta": {**run.meta, "stop": stop}} if stop else {}))
 
 
 def _safe_url(url: str) -> str:

@@ -155,9 +155,25 @@ def trial_table(r: RunSection) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
     return header, rows
 
 
+def latency_table(r: RunSection) -> tuple[tuple[str, ...], list[list[str]]]:
+    """Per-request latency distributions (ms) and throughput per request / all requests."""
+    from decodescope.report.distributions import THROUGHPUTS, latency_rows
+
+    d = r.distributions
+    if not d:
+        return (), []
+    rows = latency_rows(d)
+    for key, name, unit in THROUGHPUTS:
+        x = (d.get("throughput") or {}).get(key)
+        rows.append([f"{name}, {unit}", str(x["n"]) if x else "0",
+                     *((f"{x[k]:.1f}" for k in ("mean", "min", "p50", "p90", "p99", "max"))
+                       if x else ["—"] * 6)])
+    return ("metric (ms unless said)", "n", "mean", "min", "p50", "p90", "p99", "max"), rows
+
+
 TRIAL_COLUMNS = (  # result["trials"] key, header, format
-    ("decode_rate", "decode tok/s", "{:.1f}"),
-    ("engine_decode_rate", "engine tok/s", "{:.1f}"),
+    ("decode_rate", "decode tok/s (per request)", "{:.1f}"),
+    ("engine_decode_rate", "engine tok/s (per request)", "{:.1f}"),
     ("engine_mal", "MAL", "{:.2f}"),
     ("engine_step_rate", "step rate /s", "{:.3g}"),
     ("ttft_s", "TTFT s", "{:.3f}"),

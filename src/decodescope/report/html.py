@@ -214,6 +214,9 @@ def _run(r: RunSection) -> str:
     header, trials = cells.trial_table(r)
     if trials:
         out.append(_table(header, trials, "trials"))
+    lat_head, lat = cells.latency_table(r)
+    if lat:
+        out.append(_table(lat_head, lat, "latency"))
     if r.output_sample:
         out.append('<details class="sample"><summary>output sample (start of the first request, '
                    f'as streamed)</summary><pre>{e(r.output_sample)}</pre></details>')

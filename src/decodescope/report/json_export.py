@@ -10,6 +10,7 @@ import json
 import math
 from typing import Any
 
+from decodescope.report.iso import with_iso
 from decodescope.report.model import Report
 
 
@@ -24,7 +25,8 @@ def _clean(obj: Any) -> Any:
 
 
 def to_document(report: Report) -> dict[str, Any]:
-    doc: dict[str, Any] = _clean(report.to_dict())
+    """The report's data; every epoch timestamp also as an ISO-8601 `<name>_iso` sibling."""
+    doc: dict[str, Any] = _clean(with_iso(report.to_dict()))
     return doc
 
 

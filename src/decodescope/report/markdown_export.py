@@ -115,6 +115,10 @@ def _run(r: RunSection) -> list[str]:
     if trials:
         out += table(header, trials)
         out.append("")
+    lat_head, lat = cells.latency_table(r)
+    if lat:
+        out += table(lat_head, lat)
+        out.append("")
     if r.findings:
         out += [f"- {cell(cells.finding_text(fd))}" for fd in r.findings]
         out.append("")

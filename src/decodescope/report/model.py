@@ -7,17 +7,18 @@ and `report.json_export`. Numbers stay numbers here (None = no data); renderers 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from decodescope import __version__
 from decodescope.report import curves
 from decodescope.report import markdown as md
+from decodescope.report.distributions import run_distributions
 from decodescope.report.comparison import Comparison, Judge, compare, with_result
 from decodescope.report.plotdata import Plot, all_plots
 from decodescope.store.runs import StoredRun
-from decodescope.verdict.side import side_from_runs
+from decodescope.verdict.side import Side, side_from_runs
 
 REPORT_SCHEMA_VERSION = 1  # bump with a note in docs/reports.md when a field changes meaning
 REPORT_KIND = "decodescope.report"
@@ -49,6 +50,9 @@ class RunSection:
     trials: tuple[dict[str, Any], ...]
     findings: tuple[dict[str, Any], ...]
     output_sample: str | None = None  # the start of the first request's text, as the model wrote it
+    # report.distributions.run_distributions: per-request latency percentiles and per-trial
+    # throughput (per request / all requests); None when the traces were not read
+    distributions: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -80,9 +84,18 @@ class Report:
 
 def build_report(runs: Sequence[StoredRun], *, baseline: StoredRun | None = None,
                  generated_at: float, judge: Judge | None = None,
-                 title: str | None = None) -> Report:
+                 title: str | None = None, sides: Mapping[int, Side] | None = None) -> Report:
     """Runs in the given order (the baseline first); pairs: every run against `baseline`, or
-    the first of exactly two runs against the second when there is no baseline."""
+    the first of exactly two runs against the second when there is no baseline.
+
+    `sides`: the verdict sides of engine-log windows given in place of runs (`FILE@A..B`),
+    by the (negative) id of the run that carries their windows (`log_window_run`)."""
+    sides = dict(sides or {})
+    if sides and judge is None:
+        def judge(b: StoredRun, c: StoredRun) -> Any:
+            from decodescope.verdict.triage import triage
+
+            return triage(_side_of(b, sides), _side_of(c, sides))
     ordered = [with_result(r) for r in ([baseline] if baseline else [])
                + [r for r in runs if not baseline or r.id != baseline.id]]
     sections = tuple(run_section(r, i) for i, r in enumerate(ordered))
@@ -98,13 +111,29 @@ def build_report(runs: Sequence[StoredRun], *, baseline: StoredRun | None = None
                  if len(sections) > 1 else f"decodescope report: {sections[0].name}")
     return Report(title=title, generated_at=generated_at, runs=sections,
                   comparisons=comparisons, plots=all_plots(ordered, [s.short for s in sections]),
-                  side_by_side=tuple(side_by_side_row(r) for r in ordered))
+                  side_by_side=tuple(side_by_side_row(r, sides.get(r.id)) for r in ordered))
 
 
-def side_by_side_row(run: StoredRun) -> dict[str, str]:
+def _side_of(run: StoredRun, sides: Mapping[int, Side]) -> Side:
+    return sides[run.id] if run.id in sides else side_from_runs([with_result(run)])
+
+
+def log_window_run(side: Side, windows: Sequence[Any], selector: str, run_id: int) -> StoredRun:
+    """An engine-log window as a report section: no trials, its engine windows (plotted like a
+    run's), the side's name. `run_id` is negative: it names no stored run."""
+    t0 = min((w.t_start_s for w in windows if w.t_start_s is not None), default=0.0)
+    return StoredRun(
+        id=run_id, created_at=t0, finished_at=None, kind="log", status="log window",
+        url=None, model=None, engine=side.engine, simulated=side.simulated, caliber_ref=None,
+        caliber_identity=None, caliber=None, labels={}, warnings=[], fingerprint=None,
+        result={}, meta={"log_selector": selector, "source": side.source},
+        windows=list(windows))
+
+
+def side_by_side_row(run: StoredRun, side: Side | None = None) -> dict[str, str]:
     """One row of the seed's "Numbers side by side" table, worded as `decodescope triage`
     words it (report.markdown), so the report and the verdict agree cell for cell."""
-    side = side_from_runs([run])
+    side = side or side_from_runs([run])
     return {"caliber": md.caliber_cell(side), "decode": md.decode_cell(side),
             "mal": md.mal_cell(side), "source": side.source}
 
@@ -117,10 +146,11 @@ def run_section(run: StoredRun, color: int) -> RunSection:
     pool = ((res.get("engine") or {}).get(src) if src else None)
     decay = res.get("length_decay") or {}
     rec = res.get("reconciliation") or {}
+    log = run.meta.get("log_selector") if run.kind == "log" else None
     return RunSection(
         run_id=run.id,
-        name=f"run {run.id} · {run.caliber_ref or 'no caliber'}",
-        short=f"#{run.id} {name}" + (" (simulated)" if run.simulated else ""),
+        name=(f"log window {log}" if log else f"run {run.id} · {run.caliber_ref or 'no caliber'}"),
+        short=(str(log) if log else f"#{run.id} {name}") + (" (simulated)" if run.simulated else ""),
         color=color,
         simulated=run.simulated,
         status=run.status,
@@ -142,6 +172,7 @@ def run_section(run: StoredRun, color: int) -> RunSection:
         trials=tuple(res.get("trials") or ()),
         findings=tuple(res.get("findings") or ()),
         output_sample=_output_sample(run),
+        distributions=run_distributions(run) if any(t.requests for t in run.trials) else None,
     )
 
 

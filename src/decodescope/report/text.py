@@ -5,6 +5,9 @@ from __future__ import annotations
 from statistics import median
 from typing import Any
 
+from decodescope.report.distributions import latency_rows
+from decodescope.report.headline import headline, median_or_none, output_throughput_all
+from decodescope.report.table import text_table
 from decodescope.store.runs import StoredRun
 
 DECIDING_SOURCES = ("prometheus", "log", "request")  # engine sources, best first
@@ -22,7 +25,40 @@ def engine_pool(result: dict[str, Any]) -> tuple[str | None, dict[str, Any] | No
     return None, None
 
 
-def render_run(run: StoredRun) -> str:
+def _status_lines(run: StoredRun) -> list[str]:
+    """Why a run is not complete: the failure cause, the signal, the vanished process, and how
+    many trials it kept."""
+    lines: list[str] = []
+    stop_ = run.meta.get("stop")
+    stop: dict[str, Any] = stop_ if isinstance(stop_, dict) else {}
+    if run.status == "failed":
+        f = run.failure or {}
+        where = (f" (trial {f['trial']}, request {f['request']})"
+                 if f.get("trial") is not None and f.get("request") is not None else "")
+        lines.append(f"failed: {f.get('error') or 'cause not recorded'}{where}")
+    elif run.status == "interrupted" and stop.get("signal"):
+        lines.append(f"interrupted by {stop['signal']}")
+    elif run.status_note:
+        lines.append(f"{run.status}: {run.status_note}")
+    planned = run.meta.get("trials")
+    if run.status != "complete" and isinstance(planned, int):
+        done = sum(1 for t in run.trials if t.status == "ok")
+        lines.append(f"trials: {done} of {planned} completed and kept")
+    return lines
+
+
+def _per_trial(trials: list[dict[str, Any]], eng: dict[str, Any] | None, key: str,
+               pooled_key: str, fmt: str) -> str:
+    """Median over trials (the one statistic), else the pooled value, said so."""
+    v = median_or_none([t.get(key) for t in trials])
+    if v is not None:
+        return f"{fmt.format(v)} (n={sum(1 for t in trials if t.get(key) is not None)})"
+    pooled = eng.get(pooled_key) if eng else None
+    return f"{fmt.format(pooled)} (pooled)" if pooled is not None else "—"
+
+
+def render_run(run: StoredRun, dist: dict[str, Any] | None = None) -> str:
+    """`dist`: report.distributions.run_distributions(run), when the traces were read."""
     res = run.result or {}
     cl = res.get("client") or {}
     src, eng = engine_pool(res)
@@ -32,22 +68,32 @@ def render_run(run: StoredRun) -> str:
         f"run {run.id} · {run.status} · {run.caliber_ref} ({run.caliber_identity}) · "
         f"{run.engine or '?'}{sim} · model {run.model or '?'}",
     ]
+    lines += _status_lines(run)
     if run.labels:
         lines.append("labels: " + ", ".join(f"{k}={v}" for k, v in run.labels.items()))
     lines.append("")
     lines.append(f"{'':<22}{'client':<22}engine ({src or 'none'})")
+    trials_ok = [t for t in res.get("trials") or [] if t.get("status") == "ok"]
     cli_dec = (f"{_f(dec.get('median'))} tok/s (n={dec.get('n')})" if dec else "—")
-    per_trial = sorted(t["engine_decode_rate"] for t in res.get("trials") or []
-                       if t.get("status") == "ok" and t.get("engine_decode_rate") is not None)
+    per_trial = [t["engine_decode_rate"] for t in trials_ok
+                 if t.get("engine_decode_rate") is not None]
     if per_trial:  # the same statistic as the client column: median over trials
-        eng_dec = median(per_trial)
-        eng_txt = f"{_f(eng_dec)} tok/s (n={len(per_trial)})"
+        eng_txt = f"{_f(median(per_trial))} tok/s (n={len(per_trial)})"
     else:
-        eng_dec = eng.get("decode_rate_per_request") if eng else None
-        eng_txt = f"{_f(eng_dec)} tok/s"
-    lines.append(f"{'decode rate':<22}{cli_dec:<22}{eng_txt}" + ("   ← engine decides" if eng_dec else ""))
-    lines.append(f"{'MAL':<22}{'—':<22}{_f(eng.get('mal') if eng else None, '{:.2f}')}")
-    lines.append(f"{'step rate':<22}{'—':<22}{_f(eng.get('step_rate') if eng else None)} /s")
+        pooled = eng.get("decode_rate_per_request") if eng else None
+        eng_txt = f"{_f(pooled)} tok/s (pooled)" if pooled is not None else "—"
+    head = headline(res)
+    decides = f"   ← {head.source} decides" if head.source else ""
+    lines.append(f"{'decode rate':<22}{cli_dec:<22}{eng_txt}{decides}")
+    lines.append(f"{'  (per request)':<22}tokens/s of one stream after the steady-state start, "
+                 "median over trials")
+    thr = median_or_none([output_throughput_all(t) for t in trials_ok])
+    if thr is not None:
+        lines.append(f"{'output throughput':<22}{_f(thr)} tok/s (all requests: output tokens of "
+                     "a trial / its wall time, median over trials)")
+    lines.append(f"{'MAL':<22}{'—':<22}{_per_trial(trials_ok, eng, 'engine_mal', 'mal', '{:.2f}')}")
+    lines.append(f"{'step rate':<22}{'—':<22}"
+                 f"{_per_trial(trials_ok, eng, 'engine_step_rate', 'step_rate', '{:.1f} /s')}")
     if eng and eng.get("tokens_per_step") is not None:
         cov = eng.get("draft_coverage")
         extra = f"   ({100 * min(cov, 1.0):.0f}% of steps drafted)" if cov is not None else ""
@@ -79,15 +125,24 @@ def render_run(run: StoredRun) -> str:
     if decay and decay.get("per_1k_pct") is not None:
         lines.append(f"{'length decay':<22}{decay['per_1k_pct']:+.1f}% per 1K output tokens")
     trials = res.get("trials") or []
+    if dist:
+        lines.append("")
+        lines.append(f"per request, ms ({dist.get('requests', 0)} requests of "
+                     f"{dist.get('trials', 0)} ok trials; ITL: every token gap)")
+        lines.append(text_table(["", "n", "mean", "min", "p50", "p90", "p99", "max"],
+                                latency_rows(dist), right=range(1, 8), indent=2))
     if trials:
         lines.append("")
-        lines.append("trial  decode tok/s  TTFT s   out tok  engine tok/s   MAL  step/s")
-        for t in trials:
-            lines.append(f"{t['idx'] + 1:>5}  {_f(t['decode_rate']):>12}  {_f(t['ttft_s'], '{:.3f}'):>6}  "
-                         f"{_f(t['output_tokens'], '{:.0f}'):>7}  "
-                         f"{_f(t.get('engine_decode_rate')):>12}  "
-                         f"{_f(t.get('engine_mal'), '{:.2f}'):>5}  "
-                         f"{_f(t.get('engine_step_rate')):>6}  {t['status']}")
+        lines.append(text_table(
+            ["trial", "decode tok/s", "engine tok/s", "MAL", "step/s", "TTFT s", "out tok",
+             "requests", "all req tok/s", "status"],
+            [[str(t["idx"] + 1), _f(t["decode_rate"]), _f(t.get("engine_decode_rate")),
+              _f(t.get("engine_mal"), "{:.2f}"), _f(t.get("engine_step_rate")),
+              _f(t["ttft_s"], "{:.3f}"), _f(t["output_tokens"], "{:.0f}"),
+              str(t.get("requests", "—")), _f(output_throughput_all(t)), t["status"]]
+             for t in trials], right=range(0, 9)))
+        lines.append("decode and engine tok/s: per request; all req tok/s: all requests of "
+                     "the trial together")
         withheld = [t for t in trials if t.get("status") == "ok" and t.get("engine_withheld")]
         if withheld and src:
             which = ", ".join(str(t["idx"] + 1) for t in withheld)

@@ -1,4 +1,4 @@
-"""The run store: SQLite with a schema version, named migrations, WAL.
+"""The run store: SQLite with a schema version, named migrations, WAL; or PostgreSQL.
 
 Write commands open it with `Store.open(path)` (created and migrated as needed); read commands
 with `Store.open(path, read_only=True)` (never created, migrated or written). A foreign SQLite
@@ -8,6 +8,11 @@ is left as it was. Every JSON column passes through one redaction pass (`dumps`)
 Each trial is committed as soon as it completes. Two processes writing at once both succeed
 (WAL + busy timeout + short write transactions). Raw traces are kept; derived results are
 recomputable from them.
+
+A `postgresql://` (or `postgres://`) location opens the same schema, under the same named
+migrations, in a PostgreSQL database instead (store/pg.py, psycopg 3): `Store.open` returns a
+`PgStore`, whose `conn` takes the same SQL (`?` parameters) as the SQLite connection, so
+store/runs.py and verdict/baseline.py run unchanged on either backend.
 """
 
 from __future__ import annotations
@@ -104,6 +109,12 @@ def default_store_path() -> Path:
     return Path(platformdirs.user_data_dir("decodescope")) / "runs.sqlite"
 
 
+def is_postgres_url(location: object) -> bool:
+    """True for a `postgresql://` / `postgres://` store location (any case)."""
+    return isinstance(location, str) and location.strip().lower().startswith(
+        ("postgresql://", "postgres://"))
+
+
 DAMAGED_REMEDY = ("Move the file aside and let the next probe start a new store; "
                   "`sqlite3 FILE .recover` can salvage its runs")
 
@@ -128,16 +139,26 @@ def store_error(exc: sqlite3.Error, where: str) -> StoreError:
 
 
 class Store:
-    def __init__(self, conn: sqlite3.Connection, path: str, read_only: bool = False):
-        self.conn = conn
-        self.path = path
+    backend = "sqlite"
+
+    def __init__(self, conn: Any, path: str, read_only: bool = False):
+        # sqlite3.Connection here; PgStore's connection takes the same SQL (store/pg.py).
+        self.conn: Any = conn
+        self.path = path  # where errors say the store is (a Postgres URL without its password)
         self.read_only = read_only
 
     @classmethod
     def open(cls, path: str | Path | None = None, *, read_only: bool = False) -> Store:
         """Open the store. Write commands create and migrate it; read commands
         (`read_only=True`) never create, migrate or write it, so a read-only file can be
-        listed. Either way a foreign SQLite database or a newer schema is refused untouched."""
+        listed. Either way a foreign SQLite database or a newer schema is refused untouched.
+        A `postgresql://` URL (argument or DECODESCOPE_STORE) opens a PgStore."""
+        if path is None and is_postgres_url(os.environ.get(ENV_STORE)):
+            path = os.environ[ENV_STORE]
+        if is_postgres_url(path):
+            from decodescope.store.pg import PgStore
+
+            return PgStore.open_url(str(path), read_only=read_only)
         p = Path(path) if path is not None else default_store_path()
         where = str(p)
         if p.exists() and p.is_dir():
@@ -185,7 +206,7 @@ class Store:
         self.close()
 
     @contextmanager
-    def tx(self) -> Iterator[sqlite3.Connection]:
+    def tx(self) -> Iterator[Any]:
         """A short write transaction (BEGIN IMMEDIATE takes the write lock up front)."""
         if self.read_only:
             raise StoreError("this command opened the run store read-only", where=self.path)
@@ -277,6 +298,27 @@ class Store:
     @property
     def migrations(self) -> list[str]:
         return [r[0] for r in self.conn.execute("SELECT name FROM schema_migrations ORDER BY name")]
+
+    # ---- what `store copy` needs beyond the shared SQL --------------------------------------
+
+    def id_high_water(self, table: str) -> int:
+        """The highest id this table has ever handed out (AUTOINCREMENT never reuses one, even
+        after a delete), so a copy can carry it over."""
+        with self.guard():
+            row = self.conn.execute("SELECT seq FROM sqlite_sequence WHERE name = ?",
+                                    (table,)).fetchone()
+            top = self.conn.execute(f"SELECT max(id) FROM {table}").fetchone()
+        return max(int(row[0]) if row and row[0] is not None else 0,
+                   int(top[0]) if top and top[0] is not None else 0)
+
+    def raise_id_high_water(self, c: Any, table: str, value: int) -> None:
+        """Inside a write transaction: the next id of `table` comes after `value`."""
+        if value <= 0:
+            return
+        if c.execute("SELECT 1 FROM sqlite_sequence WHERE name = ?", (table,)).fetchone():
+            c.execute("UPDATE sqlite_sequence SET seq = max(seq, ?) WHERE name = ?", (value, table))
+        else:
+            c.execute("INSERT INTO sqlite_sequence (name, seq) VALUES (?, ?)", (table, value))
 
 
 def _connect(p: Path, read_only: bool) -> sqlite3.Connection:

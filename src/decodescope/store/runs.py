@@ -3,10 +3,19 @@
 Every JSON column goes through `db.dumps` (one redaction pass); a trace's chunk texts (the
 model's output) get only the registered-secret pass, so stored output keeps its lengths.
 SQLite failures surface as StoreError (exit 2) with the cause (`Store.guard`).
+
+A run records who writes it (`meta.writer`: pid, host, boot id, process start time). A run
+still `running` whose writer is gone from this host (killed, crashed, the machine rebooted) is
+read as `abandoned`: nothing will ever finish it. Its completed trials are kept as committed.
+A `failed` run carries its cause (`StoredRun.failure`): the error of the failing trace.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import socket
+import sqlite3
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +27,8 @@ from decodescope.store.db import Store, dumps, dumps_redacted, loads
 from decodescope.telemetry.window import EngineWindow
 
 RUN_STATUSES = ("running", "complete", "interrupted", "failed")
+# Not stored: how a `running` run whose writer process is gone reads (see `writer_gone`).
+ABANDONED = "abandoned"
 MAX_RUN_ID = 2**63 - 1  # SQLite's INTEGER PRIMARY KEY is a signed 64-bit integer
 
 
@@ -53,12 +64,22 @@ class StoredRun:
     trials: list[StoredTrial] = field(default_factory=list)
     windows: list[EngineWindow] = field(default_factory=list)
     series: dict[str, Any] = field(default_factory=dict)
+    # Why the status reads as it does, when the store's word is not the whole story: a run
+    # read as abandoned says whose process is gone.
+    status_note: str | None = None
+    # A failed run's cause: {"error", "error_kind", "trial", "request"} of the failing trace,
+    # or {"error", "error_kind"} of what stopped the probe when no trace failed.
+    failure: dict[str, Any] | None = None
 
     def to_dict(self, with_traces: bool = True) -> dict[str, Any]:
         d = {k: getattr(self, k) for k in (
             "id", "created_at", "finished_at", "kind", "status", "url", "model", "engine",
             "simulated", "caliber_ref", "caliber_identity", "caliber", "labels", "warnings",
             "fingerprint", "result", "meta")}
+        if self.status_note is not None:
+            d["status_note"] = self.status_note
+        if self.failure is not None:
+            d["failure"] = self.failure
         d["trials"] = [
             {"idx": t.idx, "status": t.status, "started_at": t.started_at,
              "wall_anchor_s": t.wall_anchor_s, "result": t.result,
@@ -76,6 +97,7 @@ def create_run(store: Store, *, url: str | None, model: str | None, engine: str 
                caliber_identity: str | None, labels: dict[str, str], simulated: bool = False,
                kind: str = "probe", meta: dict[str, Any] | None = None,
                fingerprint: dict[str, Any] | None = None) -> int:
+    meta = {**(meta or {}), "writer": writer_identity()}
     with store.tx() as c:
         cur = c.execute(
             "INSERT INTO runs (created_at, kind, status, url, model, engine, simulated, caliber_ref,"
@@ -83,7 +105,7 @@ def create_run(store: Store, *, url: str | None, model: str | None, engine: str 
             " VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (time.time(), kind, _text(url), _text(model), _text(engine), int(simulated),
              _text(caliber_ref), caliber_identity,
-             dumps(caliber) if caliber is not None else None, dumps(labels), dumps(meta or {}),
+             dumps(caliber) if caliber is not None else None, dumps(labels), dumps(meta),
              dumps(fingerprint) if fingerprint is not None else None),
         )
         return int(cur.lastrowid or 0)
@@ -103,6 +125,21 @@ def add_trial(store: Store, run_id: int, idx: int, *, status: str, started_at: f
                       [(tid, i, trace_json(r)) for i, r in enumerate(requests)])
         c.executemany("INSERT INTO windows (run_id, trial_idx, source, window_json) VALUES (?, ?, ?, ?)",
                       [(run_id, idx, w.source, dumps(w.to_dict())) for w in windows])
+
+
+def delete_run(store: Store, run_id: int) -> bool:
+    """Delete one run with its trials, traces, windows and series, in one transaction
+    (explicit deletes: no reliance on ON DELETE CASCADE). False when there is no such run."""
+    _check_id(store, run_id)
+    with store.tx() as c:
+        if c.execute("SELECT id FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
+            return False
+        c.execute("DELETE FROM requests WHERE trial_id IN (SELECT id FROM trials WHERE run_id = ?)",
+                  (run_id,))
+        for table in ("trials", "windows", "series"):
+            c.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
+        c.execute("DELETE FROM runs WHERE id = ?", (run_id,))
+    return True
 
 
 def _text(value: Any) -> Any:
@@ -168,12 +205,85 @@ _RUN_COLS = ("id, created_at, finished_at, kind, status, url, model, engine, sim
 
 
 def _row_to_run(r: tuple[Any, ...]) -> StoredRun:
-    return StoredRun(
+    run = StoredRun(
         id=r[0], created_at=r[1], finished_at=r[2], kind=r[3], status=r[4], url=r[5], model=r[6],
         engine=r[7], simulated=bool(r[8]), caliber_ref=r[9], caliber_identity=r[10],
         caliber=loads(r[11]), labels=loads(r[12]) or {}, warnings=loads(r[13]) or [],
         fingerprint=loads(r[14]), result=loads(r[15]), meta=loads(r[16]) or {},
     )
+    if run.status == "running":
+        gone = writer_gone(run.meta.get("writer"))
+        if gone:
+            run.status = ABANDONED
+            run.status_note = (f"{gone}; the run will never finish. Its completed trials are "
+                               "kept")
+    return run
+
+
+# ---- who writes a run, and whether it is still there ----------------------------------------
+
+def writer_identity() -> dict[str, Any]:
+    """This process, as a run records its writer: enough to tell later, on this host, whether
+    the process is gone (pid, and its start time against pid reuse; the boot id across
+    reboots)."""
+    pid = os.getpid()
+    started = _process_started(pid)
+    return {"pid": pid, "host": _hostname(), "boot_id": _boot_id(),
+            "started": started if started is not None and started == started else None}
+
+
+def writer_gone(writer: Any) -> str | None:
+    """Why the process that wrote a `running` run is certainly gone, or None when it is alive
+    or that cannot be told (another host, a run written before writers were recorded)."""
+    if not isinstance(writer, dict) or not isinstance(writer.get("pid"), int):
+        return None
+    pid, host = writer["pid"], writer.get("host")
+    if not host or host != _hostname():
+        return None  # another machine's process: cannot be seen from here
+    who = f"its probe process (pid {pid} on {host})"
+    boot = _boot_id()
+    if writer.get("boot_id") and boot and writer["boot_id"] != boot:
+        return f"{who} ended when the machine rebooted"
+    if pid == os.getpid():
+        return None
+    started = _process_started(pid)
+    if started is None:
+        return f"{who} no longer exists"
+    if isinstance(writer.get("started"), (int, float)) and abs(started - writer["started"]) > 1.0:
+        return f"{who} no longer exists (the pid now belongs to another process)"
+    return None
+
+
+def _hostname() -> str:
+    try:
+        return socket.gethostname()
+    except OSError:  # pragma: no cover
+        return ""
+
+
+def _boot_id() -> str | None:
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            return f.read().strip() or None
+    except OSError:  # not Linux: reboots are not told apart (the pid check still runs)
+        return None
+
+
+def _process_started(pid: int) -> float | None:
+    """When process `pid` started (epoch seconds), or None when there is no such live process
+    (a zombie, killed but not yet reaped, counts as gone). A process we may not inspect counts
+    as alive with its start time unknown (NaN, which never differs by more than a second)."""
+    import psutil
+
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return float(proc.create_time())
+    except psutil.NoSuchProcess:
+        return None
+    except (psutil.AccessDenied, psutil.Error, OSError):
+        return float("nan")  # alive, start unknown: abs(nan - x) > 1.0 is False
 
 
 def get_run(store: Store, run_id: int, *, with_traces: bool = True) -> StoredRun:
@@ -202,7 +312,35 @@ def _get_run(store: Store, run_id: int, with_traces: bool) -> StoredRun:
     if with_traces:
         run.series = {n: loads(d) for n, d in store.conn.execute(
             "SELECT name, data_json FROM series WHERE run_id = ? ORDER BY id", (run_id,))}
+    if run.status == "failed":
+        run.failure = _failure(store, run)
     return run
+
+
+def _failure(store: Store, run: StoredRun) -> dict[str, Any] | None:
+    """The failing trace's error (first failed trial, first failed request), else what the
+    probe recorded when it stopped (`meta.stop`, a failure outside any trace)."""
+    for t in run.trials:
+        for i, tr in enumerate(t.requests):
+            if tr.error is not None:
+                return {"error": tr.error, "error_kind": tr.error_kind, "trial": t.idx + 1,
+                        "request": i + 1}
+    if not any(t.requests for t in run.trials):  # loaded without traces: ask for the one
+        with contextlib.suppress(sqlite3.OperationalError):  # an SQLite without JSON1
+            row = store.conn.execute(
+                "SELECT t.idx, r.idx, json_extract(r.trace_json, '$.error'),"
+                " json_extract(r.trace_json, '$.error_kind')"
+                " FROM requests r JOIN trials t ON r.trial_id = t.id"
+                " WHERE t.run_id = ? AND t.status = 'failed'"
+                " AND json_extract(r.trace_json, '$.error') IS NOT NULL"
+                " ORDER BY t.idx, r.idx LIMIT 1", (run.id,)).fetchone()
+            if row is not None:
+                return {"error": row[2], "error_kind": row[3], "trial": row[0] + 1,
+                        "request": row[1] + 1}
+    stop = run.meta.get("stop")
+    if isinstance(stop, dict) and stop.get("error"):
+        return {"error": stop["error"], "error_kind": stop.get("error_kind")}
+    return None
 
 
 def _check_id(store: Store, run_id: int) -> None:

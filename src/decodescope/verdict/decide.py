@@ -130,7 +130,11 @@ def decide(b: Side, c: Side, ch: dict[str, Change], cal: CaliberComparison, *,
         parts = [(n, x) for n, x in (("acceptance", acc), ("step rate", s))
                  if x.status != "no_data"]
         cause = _attributed(d, parts) or _by_identity(acc, s)
-        return Decision(kind, cause or "decode rate")
+        if abs(stall_gain) >= min_effect:
+            notes.append(f"stalls also changed: {100 * (sb or 0.0):.0f}% → "
+                         f"{100 * (sc or 0.0):.0f}% of the steady state was lost to pauses "
+                         "(left out of the decode rate)")
+        return Decision(kind, cause or "decode rate", None, tuple(notes))
     if abs(stall_gain) >= min_effect:
         kind = "REGRESSION" if stall_gain > 0 else "IMPROVEMENT"
         return Decision(kind, "stalls", None, (

@@ -26,6 +26,10 @@ from decodescope.verdict.side import Side
 # MAL moving by more than this (relative) between two sides whose caliber is not established is
 # reported as "mismatch suspected": MAL follows content (the seed: code 4–5, chat 2.5–3).
 SUSPECT_MAL_CHANGE = 0.15
+# Draft coverage (drafted steps / steps) of a lookup speculator differing by at least this much
+# (absolute) and this factor under the same method and k names different content.
+COVERAGE_DIFF_IS_CONTENT = 0.25
+COVERAGE_RATIO_IS_CONTENT = 2.0
 
 
 def _stack(s: Side) -> str:
@@ -42,6 +46,27 @@ def _suspect(mb: float | None, mc: float | None) -> str:
         return (f"; mismatch suspected: MAL {mb:.2f} → {mc:.2f} moves with content "
                 "(code reads higher than chat)")
     return ""
+
+
+def _coverage_mismatch(b: Side, c: Side) -> str | None:
+    """Lookup speculators (n-gram, suffix, prompt lookup) draft only where the output repeats
+    its context, so with the same method and k on both sides the share of steps that drafted
+    follows the content alone: 92 % on a code rewrite, 3 % on varied prose (vLLM n-gram k=3,
+    shared/reference/vllm-cpu.md). A large change of that share is a content change."""
+    if b.kind != "log" or c.kind != "log":
+        return None
+    if b.spec_method != c.spec_method or b.spec_k != c.spec_k or b.spec_k is None:
+        return None
+    vb, vc = b.draft_coverage, c.draft_coverage
+    if vb is None or vc is None or (b.every_step_drafts and c.every_step_drafts):
+        return None
+    lo, hi = sorted((vb, vc))
+    if hi - lo < COVERAGE_DIFF_IS_CONTENT or (lo > 0 and hi / lo < COVERAGE_RATIO_IS_CONTENT):
+        return None
+    return (f"unknown for log windows; the share of steps that drafted moved "
+            f"{100 * vb:.0f}% → {100 * vc:.0f}% under the same speculative settings "
+            f"({_stack(b)}): a lookup speculator drafts only where the output repeats its "
+            "context, so the content differs")
 
 
 def compare_log_calibers(b: Side, c: Side, bands: Sequence[Band]) -> CaliberComparison:
@@ -67,10 +92,13 @@ def compare_log_calibers(b: Side, c: Side, bands: Sequence[Band]) -> CaliberComp
         return CaliberComparison(None, f"{head}; speculative settings differ ({_stack(b)} → "
                                        f"{_stack(c)}): MAL bands cannot compare content"
                                  + _suspect(mb, mc))
+    cov = _coverage_mismatch(b, c)
     fits = []
     for s in logs:
         ok, why = bands_fit(bands, s.spec_method, s.spec_k, s.every_step_drafts)
         if not ok:
+            if cov is not None:
+                return CaliberComparison(False, cov)
             return CaliberComparison(None, f"{head}; MAL bands do not fit {s.name} ({why})"
                                      + _suspect(mb, mc))
         fits.append(why)
@@ -82,5 +110,7 @@ def compare_log_calibers(b: Side, c: Side, bands: Sequence[Band]) -> CaliberComp
                                             f"content ({bb.name} → {bc.name}){scope}")
         return CaliberComparison(True, f"same content class by MAL band{scope}: {bb.name} on "
                                        "both sides (log windows: the caliber itself is unknown)")
+    if cov is not None:
+        return CaliberComparison(False, cov)
     return CaliberComparison(None, f"{head}; MAL bands{scope} say {describe(mb, bands)} → "
                                    f"{describe(mc, bands)}" + _suspect(mb, mc))

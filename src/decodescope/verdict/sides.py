@@ -158,7 +158,8 @@ def read_log(path: str, start: str | None, end: str | None, *, engine: str | Non
     last: dict[tuple[Any, ...], EngineWindow] = {}
     before: list[EngineWindow] = []
     keep: list[EngineWindow] = []
-    for w in iter_windows(path, engine=engine, year=year, counts=counts, reader_out=readers):
+    for w in iter_windows(path, engine=engine, year=year, counts=counts, reader_out=readers,
+                          selection=sel):
         if any(True for _ in sel.apply(iter((w,)))):
             if not keep:
                 before = list(last.values())

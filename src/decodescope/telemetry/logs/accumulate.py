@@ -230,12 +230,14 @@ def window_step_rate(w: EngineWindow) -> float | None:
 
 def analyze_log(path: str, since: str | float | datetime | None = None,
                 until: str | float | datetime | None = None, engine: str | None = None,
-                year: int | None = None, max_windows: int = MAX_WINDOWS_KEPT) -> LogSummary:
+                year: int | None = None, max_windows: int = MAX_WINDOWS_KEPT,
+                parallel: bool | None = None) -> LogSummary:
     """Read an engine log (vLLM / SGLang / llama.cpp) and sum up its windows.
 
     since/until: `HH:MM`, `MM-DD HH:MM[:SS]`, ISO date-time, epoch seconds or a datetime;
     engine: "vllm" | "sglang" | "llamacpp" | "auto"/None; year: the year of the first
-    year-less line (default: from the file's mtime). Raises UsageError for a missing file.
+    year-less line (default: from the file's mtime); parallel: None reads a big file on every
+    core, False never (the answer is the same). Raises UsageError for a missing file.
     """
     check_log_path(path)
     selection = Selection(since=parse_time(since) if since is not None else None,
@@ -244,7 +246,8 @@ def analyze_log(path: str, since: str | float | datetime | None = None,
     readers: list[Any] = []
     acc = LogAccumulator(max_windows)
     for w in selection.apply(iter_windows(path, engine=engine, year=year, counts=counts,
-                                          reader_out=readers)):
+                                          reader_out=readers, selection=selection,
+                                          parallel=parallel)):
         acc.add(w)
     found = readers[0].engine.name if readers and readers[0].engine else None
     acc.spec = spec_of(readers[0] if readers else None)

@@ -68,6 +68,16 @@ class Clock:
         self._last_key: str | None = None
         self._last_t: float | None = None
 
+    def state(self) -> tuple[int | None, int | None]:
+        """(year, month) of the latest year-less line: what the next line's year depends on."""
+        return self._year, self._month
+
+    def resume(self, year: int | None, month: int | None) -> None:
+        """Continue as if the previous year-less line was in this year and month (a read that
+        starts in the middle of the file: segments.py)."""
+        self._year, self._month = year, month
+        self._last_key = self._last_t = None
+
     def stamp(self, text: str) -> float | None:
         """Epoch seconds of the last date-time stamp in `text`, or None."""
         i = _last_stamp_colon(text)
@@ -151,6 +161,20 @@ class Clock:
         local_offset = naive.astimezone().utcoffset()
         local_s = local_offset.total_seconds() if local_offset is not None else 0.0
         return local_s - offset
+
+
+def stamp_fields(text: str) -> tuple[int | None, int, int, int, int, int] | None:
+    """(year or None, month, day, hour, minute, second) of the last stamp in text, or None:
+    the order key of a line for the byte-offset bisection (seek.py)."""
+    i = _last_stamp_colon(text)
+    if i < 0:
+        return None
+    start = i - 8 - (5 if _has_year(text, i) else 0)
+    m = STAMP_RE.match(text, start)
+    if m is None:
+        return None
+    y, mo, d, h, mi, s = m.groups()[:6]
+    return (int(y) if y else None, int(mo), int(d), int(h), int(mi), int(s))
 
 
 def epoch_to_local(t_s: float) -> datetime:

@@ -2,7 +2,10 @@
 
 `iter_windows` is the stream (an iterator, constant memory); `select_window_times` applies
 `--since/--until`. The engine is given or detected from the first line that parses; after
-that only its keywords are searched.
+that its keywords are searched, plus one watch keyword of each other engine: a log that mixes
+two engines (an SGLang server's lines between a vLLM server's) is read for both, each into
+its own assembler (auto mode), or its other engine's lines are counted and said (--engine
+given); never dropped silently. Stamps going backwards are counted (ParseCounts.backwards).
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 import os
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -20,9 +23,11 @@ from decodescope.telemetry.logs.clock import Clock, strip_ansi
 from decodescope.telemetry.logs.llamacpp import LlamacppAssembler
 from decodescope.telemetry.logs.reader import (
     FOLLOW_POLL_S,
+    _block_lines,
+    check_followable,
     check_log_path,
+    compression,
     follow_blocks,
-    matching_lines,
     read_lines,
 )
 from decodescope.telemetry.logs.records import ParseCounts, Unparsed
@@ -39,6 +44,11 @@ IDLE_FLUSH_S = 2.0  # follow mode: emit held windows after this long without new
 # Two engines never print the same record: pid and engine id are part of it.
 DUP_WINDOW_S = 0.05
 DUP_RECENT = 16  # records remembered for the comparison (copies arrive next to each other)
+# A record stamped more than this before the previous record of the same engine and pid is a
+# jump back (DST's fall back, a clock set back, two time zones in one merged log): counted and
+# said, never reordered. Engines print a little out of order (stats of DP ranks, the spec line
+# after its stats line): less than this is not a jump.
+BACKWARDS_SLACK_S = 2.0
 
 
 class _Assembler(Protocol):
@@ -55,14 +65,19 @@ class _Engine:
     lean_keywords: tuple[bytes, ...]
     parse: Callable[[str, Clock, ParseCounts], Any]
     assembler: Callable[[ParseCounts], _Assembler]
+    # Searched while another engine is read: one keyword on the engine's first stats line
+    # (one search pass each: ~0.3 ms per MiB). Once one is found, the rest of its block and
+    # the blocks after are searched for all of the engine's keywords.
+    watch: tuple[bytes, ...]
 
 
 _ENGINES = {
-    "vllm": _Engine("vllm", vllm.KEYWORDS, vllm.LEAN_KEYWORDS, vllm.parse, VllmAssembler),
+    "vllm": _Engine("vllm", vllm.KEYWORDS, vllm.LEAN_KEYWORDS, vllm.parse, VllmAssembler,
+                    (vllm.STATS_KEY.encode(),)),
     "sglang": _Engine("sglang", sglang.KEYWORDS, sglang.LEAN_KEYWORDS, sglang.parse,
-                      SglangAssembler),
+                      SglangAssembler, (sglang.DECODE_KEY.encode(),)),
     "llamacpp": _Engine("llamacpp", llamacpp.KEYWORDS, llamacpp.LEAN_KEYWORDS, llamacpp.parse,
-                        LlamacppAssembler),
+                        LlamacppAssembler, (b"eval time =",)),
 }
 _ALL_KEYWORDS = tuple(kw for e in _ENGINES.values() for kw in e.keywords)
 
@@ -90,6 +105,17 @@ _OTHER_FORMATS: dict[type, str] = {
 }
 
 
+_T_INDEX: dict[type, int] = {}
+
+
+def _t_index(kind: type) -> int:
+    """Position of `t_s` in a record type (records are NamedTuples)."""
+    i = _T_INDEX.get(kind)
+    if i is None:
+        i = _T_INDEX[kind] = kind._fields.index("t_s")  # type: ignore[attr-defined]
+    return i
+
+
 class LineReader:
     """Turns candidate lines into windows; owns the engine choice, clock and counters."""
 
@@ -100,7 +126,13 @@ class LineReader:
         self.clock, self.counts = clock, counts
         self.engine: _Engine | None = _ENGINES[engine] if engine else None
         self._asm: _Assembler | None = self.engine.assembler(counts) if self.engine else None
-        self._recent: deque[tuple[float, str]] = deque(maxlen=DUP_RECENT)
+        self._recent: deque[tuple[float, Any]] = deque(maxlen=DUP_RECENT)
+        # Auto mode reads every engine of a mixed log; with --engine the others are counted.
+        self.read_others = engine is None
+        self.others: dict[str, _Assembler] = {}  # engines found after the first, in order
+        self._kw: tuple[Any, tuple[bytes, ...]] | None = None  # (state, keywords) cache
+        self.last_t: dict[tuple[str, Any], float] = {}  # (engine, pid) -> last stamp
+        self.at = [0]  # offset of the line being fed (read_lines sets it)
 
     @property
     def assembler(self) -> Any:
@@ -112,19 +144,34 @@ class LineReader:
         t = getattr(rec, "t_s", None)
         if t is None:
             return False  # no clock: two equal lines may be two equal requests
-        key = repr(rec._replace(t_s=None))
-        for t0, k0 in self._recent:
-            if k0 == key and abs(t - t0) <= DUP_WINDOW_S:
+        i = _t_index(type(rec))
+        for t0, r0 in self._recent:
+            if abs(t - t0) <= DUP_WINDOW_S and type(r0) is type(rec) \
+                    and r0[:i] == rec[:i] and r0[i + 1:] == rec[i + 1:]:
                 return True
-        self._recent.append((t, key))
+        self._recent.append((t, rec))
         return False
 
     def keywords(self) -> tuple[bytes, ...]:
+        """What to search for; the same tuple object while the answer does not change (the
+        reader compares identity to notice a second engine mid-block)."""
         if self.engine is None:
             return _ALL_KEYWORDS
-        if self._asm is not None and self._asm.config_known:
-            return self.engine.lean_keywords
-        return self.engine.keywords
+        lean = self._asm is not None and self._asm.config_known
+        state: Any = (lean, tuple(a.config_known for a in self.others.values())) \
+            if self.others else lean
+        if self._kw is not None and self._kw[0] == state:
+            return self._kw[1]
+        kws = list(self.engine.lean_keywords if lean else self.engine.keywords)
+        for name, e in _ENGINES.items():
+            if e is self.engine:
+                continue
+            asm = self.others.get(name)
+            extra = e.watch if asm is None else e.lean_keywords if asm.config_known \
+                else e.keywords
+            kws += [k for k in extra if k not in kws]
+        self._kw = (state, tuple(kws))
+        return self._kw[1]
 
     def feed(self, raw: bytes | bytearray) -> list[EngineWindow]:
         text = raw.decode("utf-8", "replace")
@@ -132,14 +179,23 @@ class LineReader:
             text = strip_ansi(text)
         if text.endswith("\r"):
             text = text.rstrip("\r")
+        asm = self._asm
+        name = self.engine.name if self.engine else "unknown"
         try:
             if self.engine is not None:
                 rec = self.engine.parse(text, self.clock, self.counts)
+                if rec is None:
+                    rec, name, asm = self._other(raw, text)
             else:
                 rec = self._detect(raw, text)
+                asm = self._asm
+                name = self.engine.name if self.engine else name
         except (ValueError, OverflowError, IndexError):  # a number the patterns let through
-            rec = Unparsed(f"{self.engine.name if self.engine else 'unknown'}.malformed")
+            rec = Unparsed(f"{name}.malformed")
         if rec is None:
+            return []
+        if asm is None and not isinstance(rec, Unparsed):  # another engine, --engine given
+            self.counts.other_engines[name] += 1
             return []
         self.counts.lines_matched += 1
         if isinstance(rec, Unparsed):
@@ -148,10 +204,37 @@ class LineReader:
         if self._duplicate(rec):
             self.counts.duplicates += 1
             return []
+        t = getattr(rec, "t_s", None)
+        if t is not None:
+            key = (name, getattr(rec, "pid", None))
+            last = self.last_t.get(key)
+            if last is not None and t < last - BACKWARDS_SLACK_S:
+                self.counts.note_backwards(self.at[0], last, t)
+            self.last_t[key] = t
         self.counts.lines_parsed += 1
         self.counts.formats[format_of(rec)] += 1
-        assert self._asm is not None
-        return self._asm.feed(rec)
+        assert asm is not None
+        return asm.feed(rec)
+
+    def _other(self, raw: bytes | bytearray, text: str) -> tuple[Any, str, _Assembler | None]:
+        """(record, engine, its assembler) of a line of another engine than the one read:
+        its assembler is made when the engine is first seen (auto mode), None with --engine.
+        A line no other engine reads is (None, ...), its Unparsed too: the keyword may be
+        text in a request log."""
+        for name, e in _ENGINES.items():
+            if e is self.engine or not any(kw in raw for kw in e.keywords):
+                continue
+            try:
+                rec = e.parse(text, self.clock, self.counts)
+            except (ValueError, OverflowError, IndexError):
+                continue
+            if rec is None or isinstance(rec, Unparsed):
+                continue
+            asm = self.others.get(name)
+            if asm is None and self.read_others:
+                asm = self.others[name] = e.assembler(self.counts)
+            return rec, name, asm
+        return None, "", None
 
     def _detect(self, raw: bytes | bytearray, text: str) -> Any:
         first_unparsed = None
@@ -168,24 +251,46 @@ class LineReader:
         return first_unparsed
 
     def flush(self) -> list[EngineWindow]:
-        return self._asm.flush() if self._asm is not None else []
+        out = self._asm.flush() if self._asm is not None else []
+        for asm in self.others.values():
+            out += asm.flush()
+        return out
+
+    def engines_read(self) -> list[str]:
+        """The engines whose windows this reader gave, the first one first."""
+        return ([self.engine.name] if self.engine else []) + list(self.others)
 
 
 def iter_windows(path: str, *, engine: str | None = None, year: int | None = None,
                  counts: ParseCounts | None = None, follow: bool = False,
                  stop: Callable[[], bool] | None = None, poll_s: float = FOLLOW_POLL_S,
                  sleep: Callable[[float], None] = time.sleep,
-                 reader_out: list[LineReader] | None = None) -> Iterator[EngineWindow]:
+                 reader_out: list[LineReader] | None = None,
+                 selection: Selection | None = None,
+                 parallel: bool | None = None) -> Iterator[EngineWindow]:
     """Engine windows of a log file, in line order (a few lines are held back per engine).
 
     engine: "vllm" | "sglang" | "llamacpp" | None (detect). year: year of the first
     year-less line (default: from the file's mtime). follow: keep reading as the file grows
     until `stop()` is true (`sleep` is the wait between polls: a seam for tests). `counts`
     receives the line counters.
+
+    Big files (not in follow mode): with an active `selection` (--since/--until, resolved
+    here) the read seeks to its window and yields the windows around it, which the caller
+    filters (seek.py); otherwise the file is read on every core (parallel.py; parallel=False:
+    never). Both give the windows of a sequential read, or fall back to one.
     """
     counts = counts if counts is not None else ParseCounts()
-    if not follow:
+    if follow:
+        check_followable(path)
+    else:
         check_log_path(path)
+        counts.compressed = compression(path)
+        if counts.compressed is None:  # byte offsets of a compressed file mean nothing
+            yielded = yield from _big_file(path, engine, year, counts, reader_out, selection,
+                                           parallel)
+            if yielded:
+                return
     try:
         mtime = os.stat(path).st_mtime
     except FileNotFoundError:  # follow mode waits for the file
@@ -194,11 +299,12 @@ def iter_windows(path: str, *, engine: str | None = None, year: int | None = Non
     if reader_out is not None:
         reader_out.append(lr)
     if not follow:
-        for raw in read_lines(path, lr.keywords, counts):
+        for raw in read_lines(path, lr.keywords, counts, at=lr.at):
             yield from lr.feed(raw)
         yield from lr.flush()
         return
     idle_polls = 0
+    base = 0  # offset of the block in the text followed (across rotations)
     for block in follow_blocks(path, counts, stop=stop or (lambda: False), poll_s=poll_s,
                                sleep=sleep):
         if block is None:
@@ -208,9 +314,34 @@ def iter_windows(path: str, *, engine: str | None = None, year: int | None = Non
                 yield from lr.flush()
             continue
         idle_polls = 0
-        for raw in matching_lines(block, 0, len(block), lr.keywords()):
+        for raw in _block_lines(block, len(block), lr.keywords, base, lr.at):
             yield from lr.feed(raw)
+        base += len(block)
     yield from lr.flush()
+
+
+def _big_file(path: str, engine: str | None, year: int | None, counts: ParseCounts,
+              reader_out: list[LineReader] | None, selection: Selection | None,
+              parallel: bool | None) -> Generator[EngineWindow, None, bool]:
+    """Seek or parallel read of a big file; returns False when the caller reads it whole."""
+    from decodescope.telemetry.logs import parallel as par
+    from decodescope.telemetry.logs.seek import seek_windows
+
+    eng = None if engine in (None, "auto") else engine
+    if selection is not None and selection.active:
+        seeked = seek_windows(path, selection, engine=eng, year=year, counts=counts,
+                              reader_out=reader_out)
+        if seeked is not None:
+            yield from seeked
+            return True
+    if parallel is False or not (parallel or par.usable(os.path.getsize(path))):
+        return False
+    windows = par.parallel_windows(path, engine=eng, year=year, counts=counts,
+                                   reader_out=reader_out)
+    if windows is None:
+        return False
+    yield from windows
+    return True
 
 
 @dataclass
@@ -245,6 +376,12 @@ class Selection:
                     (self.until_s is None or t < self.until_s + self._until_res
                      or t <= self.until_s):
                 yield w
+
+    def resolve_at(self, anchor_s: float) -> None:
+        """Resolve date-less times against the log's first window (a seek knows it before
+        the windows come)."""
+        if not self.resolved:
+            self._resolve(anchor_s)
 
     def _resolve(self, anchor_s: float) -> None:
         self.resolved = True

@@ -5,14 +5,25 @@ so the reader never splits the file into lines: it reads 1 MiB blocks into one r
 buffer, searches each for the engine keywords with `bytes.find` and hands on only the lines
 that hold one. `follow_blocks` tails a growing file and survives rotation
 (the path gets a new inode) and truncation (the file shrinks, copytruncate).
+
+Compressed logs (gzip, also a rotated `engine.log.1.gz`; bzip2; xz), told by their first
+bytes, not their name, are read through the decompressor, streaming, in the same constant
+memory; offsets are then offsets in the decompressed text, and the seek and parallel reads
+(which need byte offsets of the file) leave them to the sequential read. A compressed file
+cannot be followed (it is written whole, once). zstd is not in Python's standard library:
+refused with the command that decompresses it.
 """
 
 from __future__ import annotations
 
+import bz2
+import gzip
+import lzma
 import os
 import time
+import zlib
 from collections.abc import Callable, Iterator
-from typing import BinaryIO, Protocol
+from typing import IO, BinaryIO, Protocol
 
 from decodescope.errors import UsageError
 from decodescope.telemetry.logs.records import ParseCounts
@@ -50,36 +61,140 @@ def matching_lines(buf: _Buf, start: int, end: int,
     return out
 
 
+def _spans(buf: _Buf, start: int, end: int, keywords: tuple[bytes, ...]) -> list[int]:
+    """Line starts of buf[start:end] (whole lines) holding any keyword, in file order."""
+    find, rfind = buf.find, buf.rfind
+    starts: list[int] = []
+    for kw in keywords:
+        i = find(kw, start, end)
+        while i >= 0:
+            starts.append(rfind(b"\n", start, i) + 1 or start)
+            e = find(b"\n", i, end)
+            if e < 0:
+                break
+            i = find(kw, e, end)
+    if len(keywords) > 1:
+        starts = sorted(set(starts))
+    return starts
+
+
+def _block_lines(buf: _Buf, end: int, keywords: Callable[[], tuple[bytes, ...]],
+                 base: int = 0, at: list[int] | None = None) -> Iterator[bytes | bytearray]:
+    """Candidate lines of buf[0:end]. When `keywords()` grows while they are handed out (a
+    second engine found in the block: pipeline.LineReader), the rest of the block is searched
+    again with the new keywords, so its other lines in this block are not missed."""
+    kws = keywords()
+    starts, i = _spans(buf, 0, end, kws), 0
+    while i < len(starts):
+        s = starts[i]
+        i += 1
+        e = buf.find(b"\n", s, end)
+        e = end if e < 0 else e
+        if at is not None:
+            at[0] = base + s
+        yield buf[s:e]
+        now = keywords()
+        if now is not kws:
+            if not set(now) <= set(kws):
+                starts, i = _spans(buf, e, end, now), 0
+            kws = now
+
+
 def read_lines(path: str, keywords: Callable[[], tuple[bytes, ...]],
-               counts: ParseCounts) -> Iterator[bytes | bytearray]:
-    """Candidate lines of a whole file; `keywords()` is asked again for every block.
+               counts: ParseCounts, start: int = 0,
+               stop: int | None = None, at: list[int] | None = None
+               ) -> Iterator[bytes | bytearray]:
+    """Candidate lines of a file (or of bytes [start, stop), both at line starts);
+    `keywords()` is asked again for every block; `at[0]` is set to each line's byte offset
+    (in the decompressed text for a compressed file) before it is handed out.
 
     Blocks are read into one reused buffer (no allocation per block), small enough to stay in
     the CPU cache across the keyword passes. Lines are not counted (a newline count costs as
-    much as a keyword pass).
+    much as a keyword pass). A compressed file is read through its decompressor (only whole:
+    start 0, no stop); a damaged or cut one is read up to the damage (`counts.damaged`).
     """
     buf = bytearray(2 * READ_BYTES)
     view = memoryview(buf)
     carry = 0
-    with open(path, "rb", buffering=0) as f:
+    kind = compression(path)
+    if kind is not None and (start or stop is not None):
+        raise ValueError("a compressed log is read whole")  # callers check compression()
+    with open_log(path, kind) as f:
+        pos = f.seek(start) if start else 0
         while True:
             if carry + READ_BYTES > len(buf):  # a line longer than a block: grow the buffer
                 view.release()
                 buf.extend(bytes(len(buf)))
                 view = memoryview(buf)
-            got = f.readinto(view[carry:carry + READ_BYTES])
+            want = READ_BYTES if stop is None else min(READ_BYTES, stop - pos)
+            try:
+                got = f.readinto(view[carry:carry + want]) if want > 0 else 0
+            except (EOFError, OSError, zlib.error, lzma.LZMAError) as exc:
+                if kind is None:
+                    raise
+                counts.damaged = f"{type(exc).__name__}: {exc}"[:200]
+                got = 0
             if not got:
                 break
+            pos += got
             end = carry + got
             counts.bytes_read += got
             cut = buf.rfind(b"\n", 0, end) + 1
             if cut:
-                yield from matching_lines(buf, 0, cut, keywords())
+                yield from _block_lines(buf, cut, keywords, pos - end, at)
                 buf[0:end - cut] = view[cut:end]
             carry = end - cut
-    view.release()
     if carry:
-        yield from matching_lines(buf, 0, carry, keywords())
+        yield from _block_lines(buf, carry, keywords, pos - carry, at)
+    view.release()
+
+
+# First bytes of a compressed file -> (name, opener); None: not readable here (zstd).
+_MAGIC: tuple[tuple[bytes, str], ...] = (
+    (b"\x1f\x8b", "gzip"), (b"BZh", "bzip2"), (b"\xfd7zXZ\x00", "xz"),
+    (b"\x28\xb5\x2f\xfd", "zstd"),
+)
+_OPEN: dict[str, Callable[[str], IO[bytes]]] = {
+    "gzip": lambda p: gzip.open(p, "rb"), "bzip2": lambda p: bz2.open(p, "rb"),
+    "xz": lambda p: lzma.open(p, "rb"),
+}
+
+
+def compression(path: str) -> str | None:
+    """"gzip" | "bzip2" | "xz" | "zstd" from the file's first bytes, or None (plain text or
+    unreadable)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(6)
+    except OSError:
+        return None
+    return next((name for magic, name in _MAGIC if head.startswith(magic)), None)
+
+
+def open_log(path: str, kind: str | None = None) -> IO[bytes]:
+    """The log's bytes, decompressed when it is compressed (`kind`: compression(path))."""
+    if kind is None:
+        return open(path, "rb", buffering=0)  # noqa: SIM115 — the caller closes it
+    return _OPEN[kind](path)
+
+
+def head_bytes(path: str, n: int) -> bytes:
+    """The first n bytes of the log (decompressed); b"" when it cannot be read."""
+    try:
+        with open_log(path, compression(path)) as f:
+            return f.read(n)
+    except (OSError, EOFError, zlib.error, lzma.LZMAError):
+        return b""
+
+
+def check_followable(path: str) -> None:
+    """UsageError for a compressed file in follow mode: it is written once, whole, and
+    appending to it is not how a log grows."""
+    kind = compression(path) if os.path.isfile(path) else None
+    if kind is not None:
+        raise UsageError(f"a {kind}-compressed log cannot be followed", where=path,
+                         remedy="Follow the live log (the uncompressed file the engine writes "
+                                "to); read a compressed one without --follow")
 
 
 def follow_blocks(path: str, counts: ParseCounts, *, stop: Callable[[], bool],
@@ -168,3 +283,7 @@ def check_log_path(path: str) -> None:
     if not os.access(path, os.R_OK):
         raise UsageError("log file is not readable", where=path,
                          remedy="Check its permissions (or run with sudo)")
+    if compression(path) == "zstd":
+        raise UsageError("log file is zstd-compressed, which this Python cannot read",
+                         where=path, remedy="Decompress it first: zstd -d FILE (or read it "
+                         "with zstdcat FILE > engine.log)")

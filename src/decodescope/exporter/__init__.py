@@ -1,0 +1,15 @@
+"""Fleet checks for Prometheus: `decodescope exporter --config fleet.toml` (docs/exporter.md).
+
+    load_config(path) -> FleetConfig
+    Exporter(config).start() ... .stop(); .port; .metrics_text()
+    run_check(spec, store_path) -> Outcome   (never raises)
+"""
+
+from decodescope.exporter.collector import CheckState, FleetCollector
+from decodescope.exporter.config import CheckSpec, FleetConfig, load_config, parse_config
+from decodescope.exporter.outcome import Outcome
+from decodescope.exporter.run import run_check
+from decodescope.exporter.service import Exporter
+
+__all__ = ["CheckSpec", "CheckState", "Exporter", "FleetCollector", "FleetConfig", "Outcome",
+           "load_config", "parse_config", "run_check"]

@@ -1,0 +1,123 @@
+"""Outcomes -> Prometheus samples, computed at scrape time so nothing stale looks fresh.
+
+A check's numbers (decode rate, MAL, step rate, band, verdict, exit code) are served only while
+its last successful run is younger than STALE_FACTOR x its schedule; after that they are
+dropped and `decodescope_check_stale` is 1. Timestamps, ages and counters are always served.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from decodescope.exporter.config import CheckSpec
+from decodescope.exporter.outcome import Outcome
+
+LABELS = ("check", "baseline", "url")
+P = "decodescope_check_"
+
+
+@dataclass
+class CheckState:
+    spec: CheckSpec
+    last: Outcome | None = None  # the latest run, success or error
+    last_ok: Outcome | None = None  # the latest successful run
+    runs: dict[str, int] = field(default_factory=dict)  # exit code (or "error") -> runs
+    errors: dict[str, int] = field(default_factory=dict)  # error kind -> runs
+
+    def record(self, o: Outcome) -> None:
+        self.last = o
+        if o.ok:
+            self.last_ok = o
+            key = str(o.exit_code)
+        else:
+            key = "error"
+            kind = o.error_kind or "unknown"
+            self.errors[kind] = self.errors.get(kind, 0) + 1
+        self.runs[key] = self.runs.get(key, 0) + 1
+
+
+class FleetCollector(Collector):
+    """A prometheus_client collector over the checks' states (thread-safe snapshot)."""
+
+    def __init__(self, states: dict[str, CheckState], lock: threading.Lock,
+                 clock: Callable[[], float] = time.time) -> None:
+        self._states, self._lock, self._clock = states, lock, clock
+
+    def describe(self) -> list[Metric]:
+        return []  # no describe-time collect: the registry must not run a scrape at start
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            states = [(s.spec, s.last, s.last_ok, dict(s.runs), dict(s.errors))
+                      for s in self._states.values()]
+        now = self._clock()
+        g = {name: GaugeMetricFamily(P + name, doc, labels=[*LABELS, *extra])
+             for name, doc, extra in _GAUGES}
+        runs = CounterMetricFamily(P + "runs", "Check runs by exit code ('error': the probe "
+                                   "failed)", labels=[*LABELS, "exit_code"])
+        errs = CounterMetricFamily(P + "probe_errors", "Check runs that failed, by error kind",
+                                   labels=[*LABELS, "kind"])
+        for spec, last, ok, nruns, nerrs in states:
+            lab = [spec.name, spec.baseline, spec.url]
+            for code, n in sorted(nruns.items()):
+                runs.add_metric([*lab, code], n)
+            for kind, n in sorted(nerrs.items()):
+                errs.add_metric([*lab, kind], n)
+            g["schedule_seconds"].add_metric(lab, spec.every_s)
+            if last is not None:
+                g["last_run_timestamp_seconds"].add_metric(lab, last.t_done_s)
+                g["last_run_duration_seconds"].add_metric(lab, last.duration_s)
+                g["last_run_ok"].add_metric(lab, 1.0 if last.ok else 0.0)
+            fresh = ok is not None and now - ok.t_done_s <= spec.stale_after_s
+            g["stale"].add_metric(lab, 0.0 if fresh else 1.0)
+            if ok is None:
+                continue
+            g["last_success_timestamp_seconds"].add_metric(lab, ok.t_done_s)
+            g["result_age_seconds"].add_metric(lab, max(0.0, now - ok.t_done_s))
+            if not fresh:
+                continue  # never a stale number presented as fresh
+            assert ok.verdict is not None and ok.exit_code is not None
+            g["verdict"].add_metric([*lab, ok.verdict], 1.0)
+            g["exit_code"].add_metric(lab, float(ok.exit_code))
+            g["simulated"].add_metric(lab, 1.0 if ok.simulated else 0.0)
+            for name, v in (("decode_rate_tokens_per_second", ok.decode_rate),
+                            ("mal", ok.mal), ("step_rate_per_second", ok.step_rate),
+                            ("band_floor_tokens_per_second", ok.floor),
+                            ("band_low_tokens_per_second", ok.band_lo),
+                            ("band_ceiling_tokens_per_second", ok.band_hi)):
+                if v is not None:  # "no data" is no sample, never 0
+                    extra = [ok.source or ""] if name.startswith("decode_rate") else []
+                    g[name].add_metric([*lab, *extra], v)
+        yield from g.values()
+        yield runs
+        yield errs
+
+
+_GAUGES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("decode_rate_tokens_per_second", "Median per-trial decode rate of the last check, in the "
+     "baseline's source (client or engine)", ("source",)),
+    ("mal", "Mean acceptance length of the last check (engine)", ()),
+    ("step_rate_per_second", "Verification steps / s / running request of the last check", ()),
+    ("band_floor_tokens_per_second", "The baseline's floor: below it the check fails", ()),
+    ("band_low_tokens_per_second", "The baseline band's lower edge", ()),
+    ("band_ceiling_tokens_per_second", "The baseline band's upper edge", ()),
+    ("verdict", "1 for the last check's verdict (OK, BELOW_FLOOR, BELOW_BAND, ABOVE_BAND, "
+     "CONTAMINATED, INCONCLUSIVE, CALIBER_MISSED)", ("verdict",)),
+    ("exit_code", "Exit code `decodescope check` gave (0 ok, 1 regression, 3 inconclusive, "
+     "6 caliber missed)", ()),
+    ("simulated", "1 when the endpoint is decodescope's simulator", ()),
+    ("stale", "1 when no successful check within 2x the schedule: its numbers are not served",
+     ()),
+    ("last_success_timestamp_seconds", "When the last successful check finished", ()),
+    ("result_age_seconds", "Seconds since the last successful check finished", ()),
+    ("last_run_timestamp_seconds", "When the last check run finished (success or error)", ()),
+    ("last_run_duration_seconds", "How long the last check run took", ()),
+    ("last_run_ok", "1 when the last check run succeeded, 0 when it failed", ()),
+    ("schedule_seconds", "The check's schedule (every_s)", ()),
+)

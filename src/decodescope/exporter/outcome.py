@@ -1,0 +1,34 @@
+"""One check run as the exporter keeps it: numbers, verdict and exit code, or the error."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from decodescope.exitcodes import ExitCode
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one run of a check gave (typed; the collector turns it into samples)."""
+
+    t_done_s: float  # wall-clock time the run finished (epoch seconds)
+    duration_s: float
+    verdict: str | None = None  # CheckResult.status, or "CALIBER_MISSED"; None: an error
+    exit_code: int | None = None  # as `decodescope check` would exit
+    decode_rate: float | None = None  # tok/s, the baseline's source (client or engine)
+    source: str | None = None
+    mal: float | None = None
+    step_rate: float | None = None  # steps / s / running request (engine)
+    floor: float | None = None
+    band_lo: float | None = None
+    band_hi: float | None = None
+    simulated: bool = False
+    error_kind: str | None = None  # exception class name when the run failed
+    error: str | None = None  # its one-line message
+
+    @property
+    def ok(self) -> bool:
+        return self.error_kind is None
+
+
+CALIBER_MISSED_EXIT = int(ExitCode.CALIBER_MISSED)
