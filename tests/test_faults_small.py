@@ -1,4 +1,5 @@
-"""Issue 13, item 8 (the small ones, without the log-file items): `--watch-repo` runs git with
+"""Issue 13, item 8 (the small ones; the log-file items are in test_logs_gzip.py and
+test_logs_mixed.py): `--watch-repo` runs git with
 the repository's programs switched off; terminal control in server-supplied strings is never
 printed; `probe notaurl` is bad input (exit 2). docs/faults.md has the table."""
 
@@ -245,3 +246,49 @@ def test_a_password_in_a_bad_url_is_not_printed(tmp_path, capsys):
     err = capsys.readouterr().err
     assert rc == ExitCode.USAGE
     assert "hunter2-canary" not in err and "has no host" in err
+
+
+# ---- check and sweep validate their URL like probe ----------------------------------------------
+
+@pytest.mark.parametrize("args", [
+    ["check", "nightly", "{url}"],
+    ["sweep", "{url}", "--calibers", "demo-code-rewrite,demo-varied-prose"],
+])
+@pytest.mark.parametrize("url, needle", [
+    ("notaurl", "has no http:// or https://"),
+    ("ftp://127.0.0.1/x", "has scheme 'ftp'"),
+    ("http://127.0.0.1:99999", "not a valid URL"),
+])
+def test_check_and_sweep_refuse_what_is_not_a_url(tmp_path, capsys, args, url, needle):
+    db = tmp_path / "s.sqlite"
+    rc = main([a.format(url=url) for a in args] + ["--store", str(db)])
+    err = capsys.readouterr().err
+    assert rc == ExitCode.USAGE, err
+    lines = [ln for ln in err.splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1 and needle in lines[0] and "http://127.0.0.1:8000" in lines[0]
+    assert not db.exists()  # refused before the store is opened or a probe sent
+
+
+# ---- bidirectional overrides ("Trojan Source") -------------------------------------------------
+
+BIDI = [chr(c) for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))]
+
+
+@pytest.mark.parametrize("raw, shown", [
+    ("model\u202egnp.exe", "modelgnp.exe"),
+    ("\u2066isolate\u2069 \u2067rtl\u2069 \u2068first\u2069", "isolate rtl first"),
+    ("\u202aemb\u202c\u202bedded\u202c\u202doverride", "embeddedoverride"),
+    ("עברית and العربية stay", "עברית and العربية stay"),  # RTL text itself is kept
+    ("\u200f\u200e marks stay", "\u200f\u200e marks stay"),  # LRM / RLM do not override
+    ("\x1b[31m\u202ered\u202c\x1b[0m", "red"),
+])
+def test_strip_controls_removes_bidi_overrides(raw, shown):
+    assert strip_controls(raw) == shown
+    assert not [c for c in strip_controls(raw) if c in BIDI]
+
+
+def test_a_bidi_override_in_a_model_id_is_not_printed():
+    buf = io.StringIO()
+    stream = RedactingStream(buf)  # type: ignore[arg-type]
+    stream.write("model: evil\u202e4pm.exe\u2066x\u2069\n")
+    assert buf.getvalue() == "model: evil4pm.exex\n"

@@ -177,16 +177,19 @@ def redact_output(text: str) -> str:
 # strings up to their terminator (BEL or ST; an unterminated one up to the end of the line), and
 # the two- and three-byte ESC forms; then every other C0 / C1 control except newline and tab
 # (a lone CR would let a string overwrite the line it is printed on). 8-bit CSI (U+009B) too.
+# And the bidirectional embeddings, overrides and isolates (U+202A–U+202E, U+2066–U+2069): they
+# reorder what follows on the terminal line ("Trojan Source"), so a model id could make the
+# printed text read differently from what it is.
 _ESC_SEQUENCE = re.compile(
     r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"  # CSI, 7- and 8-bit (cut short: up to where it stops)
     r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c\n]*(?:\x07|\x1b\\|\x9c)?"  # strings
     r"|\x1b[ -/]*[0-~]?")  # nF / Fp / Fe / Fs escapes, or a lone ESC
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 def strip_controls(text: str) -> str:
-    """Text safe to print on a terminal: ESC sequences and C0 / C1 control characters removed
-    (newline and tab kept; CRLF becomes LF). Linear in the text; text without any control
+    """Text safe to print on a terminal: ESC sequences, C0 / C1 control characters and bidi
+    overrides removed (newline and tab kept; CRLF becomes LF). Linear in the text; text without any control
     character is returned as is after one scan."""
     if not text or _CONTROL.search(text) is None:
         return text

@@ -22,7 +22,7 @@ from decodescope.analysis.decompose import (
     select,
 )
 from decodescope.analysis.reconcile import reconcile
-from decodescope.analysis.span import SpanNumbers, trial_span
+from decodescope.analysis.span import SpanNumbers, own_request_seconds, trial_span
 from decodescope.analysis.summary import Summary
 from decodescope.findings import Finding
 from decodescope.probe.metrics import compute
@@ -36,6 +36,9 @@ ENGINE_CLIENT_AGREE_PCT = 5.0
 # A first trial whose MAL / decode rate differs from the rest's median by at least this much
 # (and by more than twice the rest's spread) is named: the trials are not independent.
 FIRST_TRIAL_SHIFT = 0.10
+# Engine rates that cannot leave stalls out (whole-request timings, whole-trial windows) are
+# withheld for a trial whose stalls took more than this share of its steady state.
+STALL_SHARE_WITHHOLDS = 0.01
 
 
 def trial_values(run: StoredRun) -> list[dict[str, Any]]:
@@ -113,8 +116,26 @@ def _mean(xs: list[Any]) -> float | None:
 
 
 def in_flight(run: StoredRun) -> int | None:
+    """Requests the probe had in flight at most: the caliber's concurrency, or fewer when the
+    traces show fewer (an open-loop load declares no cap)."""
     c = (run.caliber or {}).get("concurrency") or run.meta.get("concurrency")
-    return int(c) if isinstance(c, (int, float)) else None
+    cap = int(c) if isinstance(c, (int, float)) else None
+    seen = _max_overlap([(r.t_send_s, r.t_done_s) for t in run.trials for r in t.requests
+                         if r.t_done_s is not None])
+    if cap is None:
+        return seen
+    return min(cap, seen) if seen else cap
+
+
+def _max_overlap(spans: list[tuple[float, float]]) -> int | None:
+    if not spans:
+        return None
+    events = sorted([(a, 1) for a, _ in spans] + [(b, -1) for _, b in spans])
+    cur = best = 0
+    for _, d in events:
+        cur += d
+        best = max(best, cur)
+    return best
 
 
 def engine_windows(run: StoredRun) -> dict[int, list[EngineWindow]]:
@@ -223,19 +244,40 @@ def _trial_engine(t: dict[str, Any], windows: list[EngineWindow], own: list[Engi
         inside = [w for w in mine if "trial" not in w.flags and steady
                   and _inside(w, steady, 0.0)]
         picked = whole or inside
-        if conc is not None:
-            picked = [dataclasses.replace(w, running=float(conc)) for w in picked
-                      if "contaminated" not in w.flags] or picked
+        decoding = [(a, b) for a, b in t.get("decoding_perf_s") or []]
+        anchor = t.get("wall_anchor_s") or 0.0
+        picked = [dataclasses.replace(w, running=_own_running(w, decoding, anchor, conc))
+                  for w in picked if "contaminated" not in w.flags] or picked
         p = pool(picked)
         if p is None and mine:
             t["engine_withheld"] = ("no engine window lies inside this trial's steady state: "
                                     "the engine's windows are coarser than the trial")
+    if p is not None and (t.get("stall_time_share") or 0.0) > STALL_SHARE_WITHHOLDS:
+        # Whole-request / whole-window engine timings include the pauses the client left out.
+        t["engine_withheld"] = (f"stalls took {100 * t['stall_time_share']:.0f}% of this "
+                                "trial, and the engine's whole-request timings include them")
+        p = {**p, "decode_rate_per_request": None, "step_rate": None}
     t["engine_source"] = src if p else None
     t["engine_decode_rate"] = p.get("decode_rate_per_request") if p else None
     t["engine_mal"] = p.get("mal") if p else None
     t["engine_step_rate"] = p.get("step_rate") if p else None
     t["engine_tokens_per_step"] = p.get("tokens_per_step") if p else None
     t["engine_running"] = p.get("running_mean") if p else None
+
+
+def _own_running(w: EngineWindow, decoding: list[tuple[float, float]], anchor: float,
+                 conc: int | None) -> float | None:
+    """The probe's own requests decoding during an interval window, on average (from the
+    client's traces); the probe's in-flight count for whole-trial windows and when the traces
+    cannot say."""
+    if w.source != "request" and "trial" not in w.flags and w.t_start_s is not None \
+            and w.t_end_s is not None \
+            and w.t_end_s > w.t_start_s and decoding:
+        a, b = w.t_start_s - anchor, w.t_end_s - anchor
+        own = own_request_seconds(decoding, a, b) / (b - a)
+        if own > 0:
+            return own
+    return float(conc) if conc is not None else w.running
 
 
 def _inside(w: EngineWindow, span: list[float], slack_s: float) -> bool:

@@ -13,7 +13,14 @@ import click
 
 from decodescope.caliber.load import resolve
 from decodescope.caliber.spec import Caliber
-from decodescope.cli.common import emit, json_option, limit_options, store_option, warn
+from decodescope.cli.common import (
+    check_url,
+    emit,
+    json_option,
+    limit_options,
+    store_option,
+    warn,
+)
 from decodescope.cli.probe import parse_labels, read_api_key
 from decodescope.errors import CaliberError
 from decodescope.evidence import render_rows
@@ -110,6 +117,7 @@ def command(name: str, url: str, trials: int, labels: tuple[str, ...], model: st
     Exit codes: 0 inside the band, 1 below the floor / outside the band, 3 not comparable
     (foreign load, other caliber, no decode rate), 6 the probe missed its caliber.
     """
+    url = check_url(url)  # bad input (exit 2) before the store is opened or a probe sent
     opts = make_options(trials, labels, model, api_key_env, proxy, log_path, scrape_interval,
                         no_scrape, no_fingerprint)
     opts.labels.setdefault("check", name)

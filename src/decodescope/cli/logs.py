@@ -1,8 +1,10 @@
 """`decodescope logs FILE`: an engine log alone, summed up in windows (docs/logs.md).
 
 Exit codes: 0 when the log was read (also when it holds no engine windows: the answer says
-so and the notes give the counts); 2 for bad input (missing file, bad --since); 130 on
-Ctrl-C outside --follow. In --follow mode Ctrl-C ends the tail and prints the summary (0).
+so and the notes give the counts); 2 for bad input (missing file, bad --since, --follow of a
+compressed file, a zstd file); 130 on Ctrl-C outside --follow. In --follow mode Ctrl-C ends
+the tail and prints the summary (0). A gzip / bzip2 / xz file is read through its
+decompressor.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from decodescope.telemetry.logs import (
 )
 from decodescope.telemetry.logs.accumulate import MAX_WINDOWS_KEPT, spec_of
 from decodescope.telemetry.logs.notes import human_bytes
+from decodescope.telemetry.logs.reader import check_followable
 from decodescope.telemetry.window import EngineWindow
 
 
@@ -76,6 +79,7 @@ def _emit(summary: LogSummary, as_json: bool) -> None:
 
 def _follow(file: str, since: str | None, until: str | None, engine: str | None,
             year: int | None, max_windows: int, as_json: bool) -> int:
+    check_followable(file)
     selection = Selection(since=parse_time(since) if since else None,
                           until=parse_time(until) if until else None)
     counts = ParseCounts()
@@ -169,8 +173,10 @@ def _table(s: LogSummary) -> Any:
 
 def _counts_line(s: LogSummary) -> str:
     ln = s.lines
+    mixed = len(s.engine_kinds()) > 1  # name each engine's kind: a log of two engines
     engines = ", ".join(
-        f"{e.engine_id or '(no engine id)'}{f' (pid {e.pid})' if e.pid is not None else ''} "
+        (f"{_KIND.get(e.engine or '', e.engine)} " if mixed and e.engine else "")
+        + f"{e.engine_id or '(no engine id)'}{f' (pid {e.pid})' if e.pid is not None else ''} "
         f"{e.windows}" for e in s.engines) or "none"
     gaps = (f"{s.idle_gap_count} ({s.idle_gap_total_s:.0f} s, longest "
             f"{s.idle_gaps[0].seconds:.0f} s)" if s.idle_gaps else "none")
@@ -178,6 +184,9 @@ def _counts_line(s: LogSummary) -> str:
     return (f"read {human_bytes(ln['bytes_read'])}: {ln['lines_parsed']:,} stats lines parsed, "
             f"{ln['lines_unparsed']:,} not understood" + (f" ({formats})" if formats else "") + "\n"
             f"engines: {engines} · idle windows: {s.windows_idle} · idle gaps: {gaps}")
+
+
+_KIND = {"vllm": "vLLM", "sglang": "SGLang", "llamacpp": "llama.cpp"}
 
 
 def _f(v: float | None, nd: int) -> str:

@@ -237,7 +237,7 @@ def run_document(run: sr.StoredRun, dist: dict[str, Any] | None) -> dict[str, An
                         "trials": head.trials, "statistic": "median over trials, per request"}}
     if dist is not None:
         doc["distributions"] = dist
-    return with_iso(to_jsonable(doc))  # type: ignore[no-any-return]
+    return with_iso(to_jsonable(doc))
 
 
 class _progress:

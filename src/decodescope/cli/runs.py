@@ -102,10 +102,9 @@ def _engine_mal(result: dict | None) -> float | None:
 @json_option
 def show_cmd(run: str, store_path: str | None, as_json: bool) -> None:
     """Show one run (id, `last`, or label key=value): caliber, trials, numbers, warnings."""
-    from decodescope.report.text import render_run
-
     from decodescope.cli.probe import run_document
     from decodescope.report.distributions import run_distributions
+    from decodescope.report.text import render_run
 
     with Store.open(store_path, read_only=True) as st:
         r = sr.get_run(st, sr.resolve_run_id(st, run), with_traces=False)

@@ -79,12 +79,13 @@ def command(url: str, caliber_list: str, concurrency_list: str | None, rate_list
     """Probe several calibers on one server (decode rate, MAL and step rate per caliber), or
     one caliber under several loads (decode rate per request, output throughput of all
     requests, TTFT / ITL percentiles per load: the throughput–latency curve)."""
-    names = [n.strip() for n in caliber_list.split(",") if n.strip()]
+    from decodescope.cli.common import check_url  # bad URL: exit 2, before any probe or store
+    url, names = check_url(url), [n.strip() for n in caliber_list.split(",") if n.strip()]
     concs = _numbers(concurrency_list, "--concurrency", integer=True)
     rates = _numbers(rate_list, "--request-rate", integer=False)
     opts = make_options(trials, labels, model, api_key_env, proxy, log_path, scrape_interval,
                         no_scrape, no_fingerprint)
-    extra = {"burstiness": burstiness, "num_requests": num_requests, "duration_s": duration_s,
+    extra: dict[str, Any] = {"burstiness": burstiness, "num_requests": num_requests, "duration_s": duration_s,
              "dataset": dataset}
     if concs or rates:
         return _load_sweep(url, names, concs, rates, opts, extra, warmup, fmt, plot_path,
@@ -117,7 +118,7 @@ def command(url: str, caliber_list: str, concurrency_list: str | None, rate_list
 
 
 def load_points(cal: Caliber, concs: list[float], rates: list[float],
-                extra: dict[str, object]) -> tuple[str, list[float], list[Caliber]]:
+                extra: dict[str, Any]) -> tuple[str, list[float], list[Caliber]]:
     """The sweep's axis, values and one derived caliber per point."""
     if concs and rates and len(concs) > 1:
         raise UsageError("sweep one load at a time: --concurrency and --request-rate are both "
@@ -126,9 +127,9 @@ def load_points(cal: Caliber, concs: list[float], rates: list[float],
                                 "(the cap on requests in flight)")
     if rates:
         cap = int(concs[0]) if concs else None
-        return "request_rate", rates, [derive_caliber(cal, concurrency=cap, request_rate=r, **extra)  # type: ignore[arg-type]
+        return "request_rate", rates, [derive_caliber(cal, concurrency=cap, request_rate=r, **extra)
                                        for r in rates]
-    return "concurrency", concs, [derive_caliber(cal, concurrency=int(c), **extra)  # type: ignore[arg-type]
+    return "concurrency", concs, [derive_caliber(cal, concurrency=int(c), **extra)
                                   for c in concs]
 
 
@@ -161,7 +162,7 @@ def _probe_point(store: Store, url: str, cal: Caliber, opts: ProbeOptions, warmu
 
 
 def _load_sweep(url: str, names: list[str], concs: list[float], rates: list[float],
-                opts: ProbeOptions, extra: dict[str, object], warmup: int, fmt: str,
+                opts: ProbeOptions, extra: dict[str, Any], warmup: int, fmt: str,
                 plot_path: str | None, store_path: str | None, as_json: bool) -> int:
     from decodescope.report import loadsweep
 

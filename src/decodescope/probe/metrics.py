@@ -212,11 +212,20 @@ def _pct(sorted_xs: list[float], q: float) -> float | None:
 
 def decode_rate_by_position(trace: RequestTrace, bucket_tokens: int = 256
                             ) -> list[tuple[int, float]]:
-    """(bucket start position, tokens/s) along the output: the length-decay curve."""
-    pts, _ = token_points(trace)
+    """(bucket start position, tokens/s) along the output: the length-decay curve. Stalls are
+    left out of the time, as from the decode rate."""
+    pts, source = token_points(trace)
     out: list[tuple[int, float]] = []
-    if len(pts) < 2:
+    if len(pts) < 2 or source == "unknown":
         return out
+    lost = 0.0
+    shifted = [pts[0]]
+    stalls = {t1 for _, t1 in stall_gaps(pts)}
+    for (t0, _, _), (t1, n, r) in zip(pts, pts[1:], strict=False):
+        if t1 in stalls:
+            lost += t1 - t0
+        shifted.append((t1 - lost, n, r))
+    pts = shifted
     cum = pts[0][1]
     b_start_t, b_start_pos, b_tokens = pts[0][0], cum, 0
     for t, n, _ in pts[1:]:

@@ -20,10 +20,10 @@ from decodescope.caliber.spec import Caliber
 from decodescope.errors import ModelNotServedError, UnreachableError
 from decodescope.findings import Finding
 from decodescope.probe import client as cl
+from decodescope.probe.load import RequestBodies, load_period
 from decodescope.probe.metrics import compute
 from decodescope.probe.observe import Observer
 from decodescope.probe.prompt import RealizedPrompt, realize, server_tokenizer
-from decodescope.probe.load import RequestBodies, load_period
 from decodescope.probe.request import base_url, build_body, endpoint_path
 from decodescope.probe.trace import Chunk, RequestTrace
 from decodescope.store import runs as store_runs

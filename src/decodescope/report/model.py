@@ -14,8 +14,8 @@ from typing import Any
 from decodescope import __version__
 from decodescope.report import curves
 from decodescope.report import markdown as md
-from decodescope.report.distributions import run_distributions
 from decodescope.report.comparison import Comparison, Judge, compare, with_result
+from decodescope.report.distributions import run_distributions
 from decodescope.report.plotdata import Plot, all_plots
 from decodescope.store.runs import StoredRun
 from decodescope.verdict.side import Side, side_from_runs

@@ -56,6 +56,7 @@ class PrometheusObserver:
         self._lock = threading.Lock()
         self._http_lock = threading.Lock()
         self._stop = threading.Event()
+        self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._unavailable: str | None = None
         self._spans: dict[str, list[float]] = {}  # trial -> [start wall, end wall]
@@ -69,6 +70,7 @@ class PrometheusObserver:
             self.interval_s = min(self.max_interval_s, max(
                 MIN_SCRAPE_INTERVAL_S, expected_trial_s / SCRAPES_PER_TRIAL))
         self._intervals[str(trial)] = self.interval_s
+        self._wake.set()
 
     def scrape(self, mark: str | None = None) -> Scrape:
         try:
@@ -97,7 +99,11 @@ class PrometheusObserver:
         self._thread.start()
 
     def _loop(self) -> None:
-        while not self._stop.wait(self.interval_s):
+        while True:
+            self._wake.wait(self.interval_s)  # a new plan wakes it: the interval changed
+            self._wake.clear()
+            if self._stop.is_set():
+                break
             self.scrape()
 
     def mark(self, event: str, t_s: float) -> None:
@@ -111,6 +117,7 @@ class PrometheusObserver:
 
     def stop(self) -> ObserverResult:
         self._stop.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=SCRAPE_TIMEOUT_S + self.interval_s + 1.0)
         if not self._unavailable:

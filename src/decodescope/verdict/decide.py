@@ -13,9 +13,9 @@ Order:
       (MAL or tokens per step) or step rate — a component counts only when it moved in the
       decode rate's direction and survives Holm's correction over the two components; else
       "decode rate" (split unknown or within noise).
-   b. stalls appeared while the decode rate between them did not move → REGRESSION (stalls)
-      when the time lost to them is beyond the minimum effect: a user sees it, but it is not a
-      step-rate regression.
+   b. stalls appeared while the decode rate between them did not move (a narrow interval)
+      → REGRESSION (stalls) when the time lost to them is beyond the minimum effect: a user
+      sees it, but it is not a step-rate regression.
    c. the interval is too wide to rule out a ±10 % change → INCONCLUSIVE ("≥ N trials per side")
    d. otherwise NO_CHANGE; a component that moved while the decode rate did not is a note.
 
@@ -135,15 +135,18 @@ def decide(b: Side, c: Side, ch: dict[str, Change], cal: CaliberComparison, *,
                          f"{100 * (sc or 0.0):.0f}% of the steady state was lost to pauses "
                          "(left out of the decode rate)")
         return Decision(kind, cause or "decode rate", None, tuple(notes))
-    if abs(stall_gain) >= min_effect:
+    if abs(stall_gain) >= min_effect and d.status != "undecidable":
         kind = "REGRESSION" if stall_gain > 0 else "IMPROVEMENT"
         return Decision(kind, "stalls", None, (
             f"between stalls the decode rate did not move ({d.describe()})",))
     if d.status == "undecidable":
         wide = [x for x in (d, acc, s) if x.status == "undecidable"]
         needed = [x.trials_needed for x in wide]
+        if abs(stall_gain) >= min_effect:
+            notes.append(f"stalls changed too: {100 * (sb or 0.0):.0f}% → "
+                         f"{100 * (sc or 0.0):.0f}% of the steady state was lost to pauses")
         return Decision("INCONCLUSIVE", "noise",
-                        None if None in needed else max(n or 0 for n in needed))
+                        None if None in needed else max(n or 0 for n in needed), tuple(notes))
     for name, x in (("MAL" if acc is ch["mal"] else "tokens per step", acc), ("step rate", s)):
         if x.changed:
             notes.append(f"{name} moved {pct(x.rel or 0.0)} beyond noise while the decode rate "

@@ -18,7 +18,7 @@ from decodescope.analysis.summary import Summary, percentile
 from decodescope.telemetry.logs.bins import Binner
 from decodescope.telemetry.logs.notes import notes_for
 from decodescope.telemetry.logs.pipeline import Selection, iter_windows
-from decodescope.telemetry.logs.reader import check_log_path
+from decodescope.telemetry.logs.reader import check_log_path, head_bytes
 from decodescope.telemetry.logs.records import ParseCounts
 from decodescope.telemetry.logs.selectors import parse_time
 from decodescope.telemetry.logs.steps import FULL_COVERAGE, step_info
@@ -70,7 +70,7 @@ class LogAccumulator:
             for f in flags:
                 fc[f] = fc.get(f, 0) + 1
             rate_ok = not any(f in NOT_A_RATE for f in flags)
-        key = (w.printed.get("pid"), w.engine_id)
+        key = (w.printed.get("pid"), w.engine_id, w.engine)
         t1 = w.t_end_s
         if t1 is not None:
             t0 = w.t_start_s if w.t_start_s is not None else t1
@@ -97,10 +97,14 @@ class LogAccumulator:
                 self._est_steps += steps
         eng = self._engines.get(key)
         if eng is None:
-            eng = self._engines[key] = [0, 0.0, 0.0]
+            eng = self._engines[key] = [0, 0.0, 0.0, None, None]
         eng[0] += 1
         eng[1] += acc
         eng[2] += drafts
+        if t1 is not None:  # the span of each engine: two servers overlap, a restart does not
+            if eng[3] is None:
+                eng[3] = t1
+            eng[4] = t1
         if mal is not None:
             self._mal.append(mal)
         decode = step = None
@@ -154,7 +158,8 @@ class LogAccumulator:
         mal_overall = 1.0 + (self._acc + self._est_acc) / steps if steps else None
         engines = tuple(
             EngineSeen(engine_id=k[1], pid=int(k[0]) if k[0] is not None else None,
-                       windows=v[0], mal=1.0 + v[1] / v[2] if v[2] else None)
+                       windows=v[0], mal=1.0 + v[1] / v[2] if v[2] else None, engine=k[2],
+                       t_first_s=v[3], t_last_s=v[4])
             for k, v in self._engines.items()
         )
         summary = LogSummary(
@@ -267,8 +272,4 @@ SIM_MARK = b"decodescope SIMULATOR"  # first line of a log written by `decodesco
 
 def is_simulated(path: str) -> bool:
     """True for a log written by decodescope's simulator (its first line says so)."""
-    try:
-        with open(path, "rb") as f:
-            return SIM_MARK in f.read(4096)
-    except OSError:
-        return False
+    return SIM_MARK in head_bytes(path, 4096)

@@ -18,6 +18,7 @@ DAY_S = 86400.0
 def notes_for(s: LogSummary, counts: ParseCounts, flags: dict[str, int],
               sel: Selection | None) -> tuple[Finding, ...]:
     out: list[Finding] = []
+    _input_notes(out, s, counts)
     bad = sum(counts.unparsed.values())
     if s.windows_total == 0:
         out.append(Finding(
@@ -84,6 +85,102 @@ def notes_for(s: LogSummary, counts: ParseCounts, flags: dict[str, int],
             "logs.mal_printed", "this engine prints MAL but no draft counts: overall MAL weights "
             "each window's printed value by its estimated request-steps", severity="info"))
     return tuple(out)
+
+
+_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "llamacpp": "llama.cpp"}
+
+
+def _input_notes(out: list[Finding], s: LogSummary, counts: ParseCounts) -> None:
+    """What the file itself is: compressed (or cut short), two engines or servers mixed,
+    stamps going backwards."""
+    if counts.compressed:
+        out.append(Finding(
+            "logs.compressed", f"{counts.compressed}-compressed log, read through the "
+            f"decompressor ({human_bytes(counts.bytes_read)} of text; no seek or parallel read)",
+            severity="info"))
+    if counts.damaged:
+        out.append(Finding(
+            "logs.compressed_damaged",
+            f"the {counts.compressed or 'compressed'} file ends early or is damaged: read up "
+            f"to {human_bytes(counts.bytes_read)} of text, the rest is missing",
+            context=counts.damaged, remedy="Check the file (gzip -t FILE); a log compressed "
+            "while it was still written is cut where the compressor stopped",
+            severity="warning"))
+    kinds = s.engine_kinds()
+    if len(kinds) > 1:
+        per = "; ".join(f"{_NAMES.get(k, k)}: " + ", ".join(
+            f"{_who(e)} {_n(e.windows, 'window')}" for e in s.engines if e.engine == k)
+            for k in kinds)
+        out.append(Finding(
+            "logs.mixed_engines",
+            f"{len(kinds)} engines in one log ({' and '.join(_NAMES.get(k, k) for k in kinds)}): "
+            "each is read into its own windows; the decode, MAL and step-rate figures sum up "
+            "all of them", context=per,
+            remedy=f"Give --engine {kinds[0]} (or {kinds[1]}) to read one of them",
+            severity="warning"))
+    for kind in kinds:
+        _servers_note(out, [e for e in s.engines if e.engine in (kind, None)], kind)
+    if counts.other_engines:
+        names = ", ".join(f"{_NAMES.get(k, k)} {_n(n, 'line')}"
+                          for k, n in counts.other_engines.most_common())
+        first = next(iter(counts.other_engines))
+        out.append(Finding(
+            "logs.other_engine_not_read",
+            f"this log also holds another engine's stats lines, not read under --engine "
+            f"{s.engine}: {names}", remedy=f"Leave out --engine (auto mode reads every engine "
+            f"of a mixed log), or give --engine {first}", severity="warning"))
+    if counts.backwards:
+        jump = counts.backwards_first
+        where = (f"; the first at byte {jump[0]:,}: {_stamp(jump[2])} after {_stamp(jump[1])}"
+                 f" ({jump[2] - jump[1]:+.0f} s)") if jump else ""
+        out.append(Finding(
+            "logs.time_backwards",
+            f"timestamps go backwards {_n(counts.backwards, 'time')} (largest jump "
+            f"{counts.backwards_max_s:.0f} s){where}",
+            context="windows are kept in line order, not re-sorted; idle gaps and "
+                    "--since/--until around a jump may be off",
+            remedy="A clock set back (DST, NTP), a restarted engine or two time zones in one "
+                   "merged log; give --since/--until on one side of the jump",
+            severity="warning"))
+
+
+def _servers_note(out: list[Finding], seen: list[Any], kind: str) -> None:
+    """Two pids of one engine: two servers writing at once (their spans overlap), or one
+    restarted (they follow each other)."""
+    pids = sorted({e.pid for e in seen if e.pid is not None})
+    if len(pids) < 2:
+        return
+    spans: dict[int, tuple[float, float]] = {}
+    for e in seen:
+        if e.pid is None or e.t_first_s is None or e.t_last_s is None:
+            continue
+        a, b = spans.get(e.pid, (e.t_first_s, e.t_last_s))
+        spans[e.pid] = (min(a, e.t_first_s), max(b, e.t_last_s))
+    ordered = sorted(spans.values())
+    overlap = any(b[0] < a[1] for a, b in zip(ordered, ordered[1:], strict=False))
+    counts = ", ".join(f"pid {p}: {_n(sum(e.windows for e in seen if e.pid == p), 'window')}"
+                       for p in pids)
+    name = _NAMES.get(kind, kind)
+    if overlap:
+        out.append(Finding(
+            "logs.servers_mixed",
+            f"{len(pids)} {name} servers write to this log at the same time ({counts}): each "
+            "is read into its own windows; the figures sum up all of them",
+            remedy="Split the log by pid (grep 'pid=N') to read one server",
+            severity="warning"))
+    else:
+        out.append(Finding(
+            "logs.server_restarted", f"{name} restarted in this log ({counts}): windows per "
+            "pid, the figures sum up all of them", severity="info"))
+
+
+def _who(e: Any) -> str:
+    parts = [f"pid {e.pid}" if e.pid is not None else "", e.engine_id or ""]
+    return " ".join(p for p in parts if p) or "(no pid)"
+
+
+def _stamp(t: float) -> str:
+    return datetime.fromtimestamp(t).strftime("%m-%d %H:%M:%S")
 
 
 def _flag_notes(out: list[Finding], flags: dict[str, Any]) -> None:

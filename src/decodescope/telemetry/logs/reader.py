@@ -23,7 +23,7 @@ import os
 import time
 import zlib
 from collections.abc import Callable, Iterator
-from typing import IO, BinaryIO, Protocol
+from typing import Any, BinaryIO, Protocol
 
 from decodescope.errors import UsageError
 from decodescope.telemetry.logs.records import ParseCounts
@@ -128,7 +128,12 @@ def read_lines(path: str, keywords: Callable[[], tuple[bytes, ...]],
                 view = memoryview(buf)
             want = READ_BYTES if stop is None else min(READ_BYTES, stop - pos)
             try:
-                got = f.readinto(view[carry:carry + want]) if want > 0 else 0
+                if kind is None:
+                    got = f.readinto(view[carry:carry + want]) if want > 0 else 0
+                else:  # read1: what is decompressed so far, so a cut file loses no text
+                    data = f.read1(want)
+                    got = len(data)
+                    view[carry:carry + got] = data
             except (EOFError, OSError, zlib.error, lzma.LZMAError) as exc:
                 if kind is None:
                     raise
@@ -154,9 +159,10 @@ _MAGIC: tuple[tuple[bytes, str], ...] = (
     (b"\x1f\x8b", "gzip"), (b"BZh", "bzip2"), (b"\xfd7zXZ\x00", "xz"),
     (b"\x28\xb5\x2f\xfd", "zstd"),
 )
-_OPEN: dict[str, Callable[[str], IO[bytes]]] = {
-    "gzip": lambda p: gzip.open(p, "rb"), "bzip2": lambda p: bz2.open(p, "rb"),
-    "xz": lambda p: lzma.open(p, "rb"),
+_OPEN: dict[str, Callable[[str], Any]] = {  # the caller closes what they open
+    "gzip": lambda p: gzip.open(p, "rb"),  # noqa: SIM115
+    "bzip2": lambda p: bz2.open(p, "rb"),  # noqa: SIM115
+    "xz": lambda p: lzma.open(p, "rb"),  # noqa: SIM115
 }
 
 
@@ -171,7 +177,7 @@ def compression(path: str) -> str | None:
     return next((name for magic, name in _MAGIC if head.startswith(magic)), None)
 
 
-def open_log(path: str, kind: str | None = None) -> IO[bytes]:
+def open_log(path: str, kind: str | None = None) -> Any:
     """The log's bytes, decompressed when it is compressed (`kind`: compression(path))."""
     if kind is None:
         return open(path, "rb", buffering=0)  # noqa: SIM115 — the caller closes it

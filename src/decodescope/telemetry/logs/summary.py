@@ -42,6 +42,9 @@ class EngineSeen:
     pid: int | None
     windows: int
     mal: float | None  # 1 + Σaccepted / Σdrafts of this engine's windows
+    engine: str | None = None  # "vllm" | "sglang" | "llamacpp": a log may mix two
+    t_first_s: float | None = None  # end of its first and last window with clock time
+    t_last_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -126,8 +129,7 @@ class LogSummary:
 
     def headline(self) -> str:
         """The answer first: engine, window count and span, decode, MAL, step rate."""
-        name = {"vllm": "vLLM", "sglang": "SGLang", "llamacpp": "llama.cpp"}.get(
-            self.engine or "", "engine")
+        name = " + ".join(_NAMES.get(e, e) for e in self.engine_kinds()) or "engine"
         if self.simulated:
             name += " (SIMULATED)"
         if self.windows_total == 0:
@@ -155,6 +157,18 @@ class LogSummary:
         if not figures:
             figures.append("no decode activity")
         return " ".join(parts) + " " + ", ".join(figures)
+
+
+    def engine_kinds(self) -> list[str]:
+        """The engines with windows here, the detected one first (two: a mixed log)."""
+        kinds = [self.engine] if self.engine else []
+        for e in self.engines:
+            if e.engine and e.engine not in kinds:
+                kinds.append(e.engine)
+        return kinds
+
+
+_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "llamacpp": "llama.cpp"}
 
 
 def _span(t0: float | None, t1: float | None) -> str:
