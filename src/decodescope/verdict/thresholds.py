@@ -16,6 +16,13 @@ MIN_EFFECT = 0.03
 # an interval wider than that could hide the regression a user cares about.
 MAX_CI_HALF_WIDTH = 0.10
 MAX_TRIALS_SUGGESTED = 1000  # "≥ N trials" beyond this is reported as "more than 1000"
+# Between-run spread: the relative sd of a run's mean decode / step rate that its own trials
+# cannot show, because they share the machine's state of that moment (clocks, neighbours,
+# caches). It adds 2·RUN_TO_RUN_SD² to the variance of every decode and step-rate comparison,
+# so back-to-back runs of an unchanged server are not read as a change. Default 1 %: a
+# dedicated server; `triage --run-spread` sets it for a shared or noisy host, and
+# bench/bench_run_noise.py measures it on the machine at hand (docs/methodology.md §5).
+RUN_TO_RUN_SD = 0.01
 
 # -- decomposition -----------------------------------------------------------------------------
 # Below this |ln(D2/D1)| (≈ 0.5 %) shares of a delta are noise divided by noise: not printed.

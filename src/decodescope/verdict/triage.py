@@ -81,8 +81,12 @@ class Verdict:
 
 
 def triage(baseline: Side, current: Side, *, min_effect: float = th.MIN_EFFECT,
-           bands: Sequence[Band] = DEFAULT_BANDS, assume_same_caliber: bool = False) -> Verdict:
-    decode_source, decode = _decode_change(baseline, current, min_effect)
+           bands: Sequence[Band] = DEFAULT_BANDS, assume_same_caliber: bool = False,
+           run_spread: float = th.RUN_TO_RUN_SD) -> Verdict:
+    """`run_spread` (th.RUN_TO_RUN_SD) widens the rate comparisons by the between-run spread;
+    MAL and tokens per step are counts of the engine's own accept decisions, which the
+    machine's speed does not move: they keep their within-run intervals."""
+    decode_source, decode = _decode_change(baseline, current, min_effect, run_spread)
     changes = {
         "decode": decode,
         "mal": relative_change("MAL", baseline.values("mal"), current.values("mal"),
@@ -91,7 +95,8 @@ def triage(baseline: Side, current: Side, *, min_effect: float = th.MIN_EFFECT,
                                            current.values("tokens_per_step"),
                                            min_effect=min_effect),
         "step_rate": relative_change("step rate", baseline.values("step_rate"),
-                                     current.values("step_rate"), min_effect=min_effect),
+                                     current.values("step_rate"), min_effect=min_effect,
+                                     run_sd=run_spread),
     }
     dec = decompose(baseline, current, changes)
     band_b = classify(baseline.median("mal"), bands)
@@ -112,19 +117,22 @@ def triage(baseline: Side, current: Side, *, min_effect: float = th.MIN_EFFECT,
     )
 
 
-def _decode_change(b: Side, c: Side, min_effect: float) -> tuple[str, Change]:
+def _decode_change(b: Side, c: Side, min_effect: float, run_sd: float) -> tuple[str, Change]:
     """Engine numbers decide when both sides have them; else the client's; else mixed."""
     eb, ec = b.values("engine_decode_rate"), c.values("engine_decode_rate")
     cb, cc = b.values("decode_rate"), c.values("decode_rate")
     n = th.MIN_UNITS
     if len(eb) >= n and len(ec) >= n:
-        return "engine", relative_change("decode rate", eb, ec, min_effect=min_effect)
+        return "engine", relative_change("decode rate", eb, ec, min_effect=min_effect,
+                                         run_sd=run_sd)
     if len(cb) >= n and len(cc) >= n:
-        return "client", relative_change("decode rate", cb, cc, min_effect=min_effect)
+        return "client", relative_change("decode rate", cb, cc, min_effect=min_effect,
+                                         run_sd=run_sd)
     xb, sb = (eb, "engine") if len(eb) >= len(cb) else (cb, "client")
     xc, sc = (ec, "engine") if len(ec) >= len(cc) else (cc, "client")
     source = sb if sb == sc else f"mixed ({sb} baseline, {sc} current)"
-    return source, relative_change("decode rate", xb, xc, min_effect=min_effect)
+    return source, relative_change("decode rate", xb, xc, min_effect=min_effect,
+                                           run_sd=run_sd)
 
 
 def compare_calibers(b: Side, c: Side, bands: Sequence[Band] = DEFAULT_BANDS) -> CaliberComparison:

@@ -176,7 +176,9 @@ def headline(ctx: Context) -> tuple[str, list[str]]:
                   if d.ci_lo is not None and d.ci_hi is not None else "")
             head = f"INCONCLUSIVE — noise too high to decide: decode {pct(d.rel or 0.0)}{ci}."
             need = (f"≥ {ctx.trials_needed} {ctx.baseline.unit_name}s per side"
-                    if ctx.trials_needed else f"more than {th.MAX_TRIALS_SUGGESTED} per side")
+                    if ctx.trials_needed else
+                    f"more than {th.MAX_TRIALS_SUGGESTED} per side, or more runs (trials of one "
+                    "run cannot narrow the host's between-run spread, --run-spread)")
             lines.append(f"What would decide it: {need} (from the observed variance) to narrow the "
                          f"95% CI to ±{th.MAX_CI_HALF_WIDTH:.0%}, or a quieter server.")
         if ctx.caliber.same is False:
