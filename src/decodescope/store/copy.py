@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -127,22 +127,28 @@ def _insert_sql(table: str, cols: tuple[str, ...]) -> str:
     return f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
 
 
-def _exact(src: Store, dst: Store, c: Any, report: CopyReport) -> None:
-    for table in (*ID_TABLES, "baselines"):
-        sql = _insert_sql(table, COLUMNS[table])
-        n = 0
-        batch: list[tuple[Any, ...]] = []
-        for row in rows(src, table):
-            batch.append(row)
-            report.bytes += _size(row)
-            if len(batch) >= BATCH:
-                c.executemany(sql, batch)
-                n += len(batch)
-                batch = []
-        if batch:
+def _insert_batched(c: Any, sql: str, source: Iterable[tuple[Any, ...]],
+                    report: CopyReport) -> int:
+    """executemany in batches of BATCH; returns the rows, counts their text bytes."""
+    n = 0
+    batch: list[tuple[Any, ...]] = []
+    for row in source:
+        batch.append(row)
+        report.bytes += _size(row)
+        if len(batch) >= BATCH:
             c.executemany(sql, batch)
             n += len(batch)
-        report.rows[table] = n
+            batch = []
+    if batch:
+        c.executemany(sql, batch)
+        n += len(batch)
+    return n
+
+
+def _exact(src: Store, dst: Store, c: Any, report: CopyReport) -> None:
+    for table in (*ID_TABLES, "baselines"):
+        report.rows[table] = _insert_batched(c, _insert_sql(table, COLUMNS[table]),
+                                             rows(src, table), report)
     for table in ID_TABLES:
         dst.raise_id_high_water(c, table, src.id_high_water(table))
 
@@ -165,23 +171,9 @@ def _append(src: Store, c: Any, report: CopyReport) -> None:
         report.rows[table] = n
     report.first_new_run_id = min(run_ids.values()) if run_ids else None
     for table, parent in (("requests", trial_ids), ("windows", run_ids), ("series", run_ids)):
-        cols = COLUMNS[table][1:]
-        sql = _insert_sql(table, cols)
-        n = 0
-        batch: list[list[Any]] = []
-        for row in rows(src, table):
-            values = list(row[1:])
-            values[0] = parent[values[0]]
-            batch.append(values)
-            report.bytes += _size(row)
-            if len(batch) >= BATCH:
-                c.executemany(sql, batch)
-                n += len(batch)
-                batch = []
-        if batch:
-            c.executemany(sql, batch)
-            n += len(batch)
-        report.rows[table] = n
+        report.rows[table] = _insert_batched(
+            c, _insert_sql(table, COLUMNS[table][1:]),
+            ((parent[row[1]], *row[2:]) for row in rows(src, table)), report)
     taken = {r[0] for r in c.execute("SELECT name FROM baselines").fetchall()}
     sql = _insert_sql("baselines", COLUMNS["baselines"])
     n = 0

@@ -138,6 +138,19 @@ def store_error(exc: sqlite3.Error, where: str) -> StoreError:
                       remedy="Check the file and its permissions, or pass another --store")
 
 
+
+def check_migrations(done: set[str] | None, where: str, read_only: bool) -> None:
+    """A store's applied migrations (None: no migrations table yet) against what this version
+    knows: a newer store is refused; an empty one is refused when opened read-only."""
+    if done is not None:
+        unknown = done - {name for name, _ in MIGRATIONS}
+        if unknown:
+            raise StoreError(f"store was written by a newer decodescope (migrations {sorted(unknown)})",
+                             where=where, remedy="Upgrade decodescope, or use another --store")
+    elif read_only:
+        raise StoreError("the run store is empty (no decodescope tables yet)", where=where,
+                         remedy="Run `decodescope probe URL --caliber NAME` to record a first run")
+
 class Store:
     backend = "sqlite"
 
@@ -254,15 +267,9 @@ class Store:
             raise StoreError("not a decodescope store: it has tables decodescope does not know ("
                              + ", ".join(foreign)[:120] + ")", where=self.path,
                              remedy="Point --store at a decodescope store or a new path; the file was not changed")
-        if "schema_migrations" in tables:
-            done = {r[0] for r in c.execute("SELECT name FROM schema_migrations")}
-            unknown = done - {name for name, _ in MIGRATIONS}
-            if unknown:
-                raise StoreError(f"store was written by a newer decodescope (migrations {sorted(unknown)})",
-                                 where=self.path, remedy="Upgrade decodescope, or use another --store")
-        elif self.read_only:
-            raise StoreError("the run store is empty (no decodescope tables yet)", where=self.path,
-                             remedy="Run `decodescope probe URL --caliber NAME` to record a first run")
+        done = ({r[0] for r in c.execute("SELECT name FROM schema_migrations")}
+                if "schema_migrations" in tables else None)
+        check_migrations(done, self.path, self.read_only)
 
     def _pending(self) -> list[str]:
         has = self.conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table'"

@@ -32,7 +32,7 @@ from typing import Any
 
 from decodescope.errors import StoreError
 from decodescope.redact import redact_text, redact_url, register_secret, register_url_secrets
-from decodescope.store.db import MIGRATIONS, SCHEMA_VERSION, Store
+from decodescope.store.db import MIGRATIONS, SCHEMA_VERSION, Store, check_migrations
 
 CONNECT_TIMEOUT_S = 10
 LOCK_TIMEOUT_S = 30  # like SQLite's busy timeout: how long a writer waits for another's lock
@@ -409,15 +409,9 @@ class PgStore(Store):
             raise StoreError(f"not a decodescope store: schema {schema} has tables decodescope "
                              "does not know (" + ", ".join(foreign)[:120] + ")", where=self.path,
                              remedy=use_own)
-        if "schema_migrations" in tables:
-            done = {r[0] for r in raw.execute("SELECT name FROM schema_migrations")}
-            unknown = done - {name for name, _ in MIGRATIONS}
-            if unknown:
-                raise StoreError(f"store was written by a newer decodescope (migrations {sorted(unknown)})",
-                                 where=self.path, remedy="Upgrade decodescope, or use another --store")
-        elif self.read_only:
-            raise StoreError("the run store is empty (no decodescope tables yet)", where=self.path,
-                             remedy="Run `decodescope probe URL --caliber NAME` to record a first run")
+        done = ({r[0] for r in raw.execute("SELECT name FROM schema_migrations")}
+                if "schema_migrations" in tables else None)
+        check_migrations(done, self.path, self.read_only)
 
     def _pending(self) -> list[str]:
         if "schema_migrations" not in self._tables():

@@ -41,21 +41,9 @@ class _Buf(Protocol):
 def matching_lines(buf: _Buf, start: int, end: int,
                    keywords: tuple[bytes, ...]) -> list[bytes | bytearray]:
     """Lines of buf[start:end] (whole lines) holding any keyword, in file order."""
-    find, rfind = buf.find, buf.rfind
-    starts: list[int] = []
-    for kw in keywords:
-        i = find(kw, start, end)
-        while i >= 0:
-            s = rfind(b"\n", start, i) + 1 or start
-            starts.append(s)
-            e = find(b"\n", i, end)
-            if e < 0:
-                break
-            i = find(kw, e, end)
-    if len(keywords) > 1:
-        starts = sorted(set(starts))
+    find = buf.find
     out = []
-    for s in starts:
+    for s in _spans(buf, start, end, keywords):
         e = find(b"\n", s, end)
         out.append(buf[s:e if e >= 0 else end])
     return out
