@@ -137,3 +137,26 @@ def test_bursts_of_one_token_chunks_are_not_stalls():
         t += 0.13 if step != 30 else 2.0
     stalls = stall_gaps(pts)
     assert len(stalls) == 1 and stalls[0][1] - stalls[0][0] > 1.9
+
+
+def test_a_too_wide_engine_interval_yields_to_the_client_it_contains():
+    """Spec off on vLLM: one side kept two engine spans far apart (one coarse), so the
+    engine's interval is too wide to decide; the client's three trials agree with it and
+    decide. An engine interval that does not hold the client's estimate keeps the engine."""
+    import dataclasses
+
+    from decodescope.verdict.triage import CLIENT_NARROWER
+
+    b = side("b", [144.0, 146.0, 143.0], mal=[3.2, 3.21, 3.19], step=[45.0, 45.5, 44.8])
+    c = side("c", [52.0, 52.5, 51.8], step=[52.0, 52.5, 51.8], tps=[1.0, 1.0, 1.0])
+    wild = (30.0, 150.0, None)  # two engine spans, far apart; the third withheld
+    units = tuple(dataclasses.replace(u, engine_decode_rate=e) for u, e in zip(c.units, wild, strict=True))
+    c = dataclasses.replace(c, units=units)
+    v = triage(b, c)
+    assert v.decode_source == CLIENT_NARROWER
+    assert v.kind == "REGRESSION" and v.changes["decode"].status == "down", v.headline
+    # the client's estimate outside the engine's (narrow-enough) interval: the engine stands
+    far = tuple(dataclasses.replace(u, engine_decode_rate=e)
+                for u, e in zip(c.units, (140.0, 141.0, 139.0), strict=True))
+    v2 = triage(b, dataclasses.replace(c, units=far))
+    assert v2.decode_source == "engine"

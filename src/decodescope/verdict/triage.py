@@ -117,14 +117,28 @@ def triage(baseline: Side, current: Side, *, min_effect: float = th.MIN_EFFECT,
     )
 
 
+# decode source when the engine's interval was too wide and the client's, inside it, decided
+CLIENT_NARROWER = "client (engine interval too wide)"
+
+
 def _decode_change(b: Side, c: Side, min_effect: float, run_sd: float) -> tuple[str, Change]:
     """Engine numbers decide when both sides have them; else the client's; else mixed."""
     eb, ec = b.values("engine_decode_rate"), c.values("engine_decode_rate")
     cb, cc = b.values("decode_rate"), c.values("decode_rate")
     n = th.MIN_UNITS
     if len(eb) >= n and len(ec) >= n:
-        return "engine", relative_change("decode rate", eb, ec, min_effect=min_effect,
-                                         run_sd=run_sd)
+        engine = relative_change("decode rate", eb, ec, min_effect=min_effect, run_sd=run_sd)
+        if engine.status != "undecidable" or len(cb) < n or len(cc) < n:
+            return "engine", engine
+        client = relative_change("decode rate", cb, cc, min_effect=min_effect, run_sd=run_sd)
+        # Both measure the same decode rate. When the engine's interval is too wide to decide
+        # (few usable spans, one coarse one) and holds the client's estimate, the two agree
+        # and the client's narrower interval decides; otherwise the engine's stands.
+        if (client.status != "undecidable" and client.rel is not None
+                and engine.ci_lo is not None and engine.ci_hi is not None
+                and engine.ci_lo <= client.rel <= engine.ci_hi):
+            return CLIENT_NARROWER, client
+        return "engine", engine
     if len(cb) >= n and len(cc) >= n:
         return "client", relative_change("decode rate", cb, cc, min_effect=min_effect,
                                          run_sd=run_sd)

@@ -24,7 +24,7 @@ def _n(v: float | None, fmt: str = "{:.1f}") -> str:
 def _decode_key(ctx: Context, side: Side) -> str:
     if ctx.decode_source == "engine":
         return "engine_decode_rate"
-    if ctx.decode_source == "client":
+    if ctx.decode_source.startswith("client"):
         return "decode_rate"
     return "engine_decode_rate" if side.values("engine_decode_rate") else "decode_rate"
 
