@@ -337,6 +337,16 @@ def test_server_that_dies_while_starting(tmp_path: Path) -> None:
     assert server.list_engines(state_dir=tmp_path) == []
 
 
+def test_server_that_dies_of_sigill_names_the_cpu_and_the_rebuild(tmp_path: Path) -> None:
+    """A binary built for another CPU (or hitting a miscompiled kernel, as llama.cpp's AMX
+    tiles did on a Xeon) dies of SIGILL at its first decode, during start-up."""
+    inst = _fake_install(tmp_path, "#!/bin/sh\necho 'init: threadpool'\nkill -ILL $$\n")
+    with pytest.raises(EngineError, match="illegal instruction") as e:
+        server.start_engine(EngineSettings(port=0), install=inst, state_dir=tmp_path)
+    assert e.value.remedy and "engine install --force" in e.value.remedy
+    assert server.list_engines(state_dir=tmp_path) == []
+
+
 def test_cli_start_without_install_exits_7(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -25,6 +26,14 @@ CMAKE_FLAGS: tuple[str, ...] = (
     "-DLLAMA_BUILD_EXAMPLES=OFF",
     "-DBUILD_SHARED_LIBS=OFF",
 )
+# x86-64: no AMX. With GGML_NATIVE on a CPU that has AMX (Sapphire Rapids and later), the
+# llama.cpp of llama-cpp-python 0.3.36 compiles its AMX tile kernels and its CPU worker threads
+# die of SIGILL (`tilezero` in tinygemm_kernel_amx, measured in gdb on a Xeon with amx_tile)
+# at the first decode, although the kernel grants the tile permission and a plain AMX program
+# runs on the same machine. Explicit -mno-amx-* win over -march=native in GCC and clang.
+if platform.machine().lower() in ("x86_64", "amd64"):
+    _NO_AMX = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+    CMAKE_FLAGS += (f"-DCMAKE_C_FLAGS={_NO_AMX}", f"-DCMAKE_CXX_FLAGS={_NO_AMX}")
 BUILD_TARGET = "llama-server"
 _PERCENT = re.compile(r"^\[\s*(\d{1,3})%\]")
 _REMEDY = (

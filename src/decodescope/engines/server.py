@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -301,6 +302,15 @@ def _wait_healthy(proc: subprocess.Popen[bytes], engine: RunningEngine, timeout_
     with httpx.Client(trust_env=False, timeout=2.0) as client:
         while time.monotonic() < deadline:
             if proc.poll() is not None:
+                if proc.returncode == -signal.SIGILL:
+                    raise EngineError(
+                        f"{name} died of an illegal instruction (SIGILL) while starting: it "
+                        "uses CPU instructions this machine cannot run",
+                        where=str(engine.log_path),
+                        remedy="rebuild it on this machine: `decodescope engine install --force` "
+                               "(a binary built elsewhere, or copied with --from-build, may "
+                               "target another CPU)",
+                    )
                 raise EngineError(
                     f"{name} exited with code {proc.returncode} while starting: "
                     f"{_log_hint(engine.log_path)}",
