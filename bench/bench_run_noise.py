@@ -112,7 +112,7 @@ def main_bench() -> None:
         for sd in alarms:
             v = triage(sides[r - 1], sides[r], run_spread=sd)
             alarms[sd] += v.kind in ("REGRESSION", "IMPROVEMENT")
-            row.append(f"{v.kind} ({v.cause})"[:24])
+            row.append((f"{v.kind} ({v.cause})" if v.cause else v.kind)[:24])
         rel = v.changes["decode"].rel
         print(f"{r - 1:>2}→{r:<3} {100 * (rel or 0.0):>+8.1f}%  {row[0]:<24} {row[1]:<24}")
     print(f"\nfalse alarms among {a.runs - 1} adjacent pairs: run_sd = 0: {alarms[0.0]}; "

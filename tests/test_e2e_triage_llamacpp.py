@@ -33,6 +33,8 @@ TRIALS = 3
 # ±10 % up to a 6.5 % trial-to-trial spread (3 trials: 4.2 %, which a busy 2-core machine
 # exceeds — measured: one slow trial gave +5.9 %, CI −7.0 % … +20.6 %, INCONCLUSIVE).
 SAME_TRIALS = 5
+# Between-run spread of these hosts, percent (bench/bench_run_noise.py measured 3.8 %).
+HOST_RUN_SPREAD_PCT = 4.0
 
 
 def _install() -> EngineInstall:
@@ -158,10 +160,17 @@ def test_code_rewrite_vs_varied_prose_is_a_caliber_mismatch(prose, capsys):
 
 @needs_engine
 def test_the_same_probe_twice_is_never_a_false_alarm(ngram_t2, capsys):
-    """What always holds on an unchanged server: no REGRESSION / IMPROVEMENT, never exit 1.
-    NO_CHANGE vs INCONCLUSIVE depends on the machine's load (the interval's width); the
-    power to say NO_CHANGE is measured by bench/bench_verdicts.py, not asserted here."""
-    code, out = _triage(ngram_t2, "t2-again", "t2", capsys)
+    """What always holds on an unchanged server: no REGRESSION / IMPROVEMENT, never exit 1 —
+    given the host's between-run spread. On these shared 2-core hosts back-to-back runs of
+    one unchanged llama.cpp server land 3.8 % apart (sd of run means beyond what the trials
+    explain; `python bench/bench_run_noise.py --runs 8 --trials 5`: 58–69 tok/s), and a CI
+    run saw step rate −7.7 % between two tight 5-trial runs; so the host's spread is declared
+    as a user on such a host would (`--run-spread 4`). NO_CHANGE vs INCONCLUSIVE depends on
+    the load; the power to say NO_CHANGE is measured by the benches, not asserted here."""
+    capsys.readouterr()
+    code = main(["triage", "run=t2-again", "--baseline", "run=t2", "--store", ngram_t2,
+                 "--run-spread", str(HOST_RUN_SPREAD_PCT), "--json"])
+    out = json.loads(capsys.readouterr().out)
     assert out["verdict"] in ("NO_CHANGE", "INCONCLUSIVE"), out["headline"]
     assert code in (0, 3)
     assert _rows(out)["same launch cmdline?"]["status"] == "same"
