@@ -175,12 +175,17 @@ def headline(ctx: Context) -> tuple[str, list[str]]:
             ci = (f" (95% CI {pct(d.ci_lo)} … {pct(d.ci_hi)})"
                   if d.ci_lo is not None and d.ci_hi is not None else "")
             head = f"INCONCLUSIVE — noise too high to decide: decode {pct(d.rel or 0.0)}{ci}."
-            need = (f"≥ {ctx.trials_needed} {ctx.baseline.unit_name}s per side"
-                    if ctx.trials_needed else
-                    f"more than {th.MAX_TRIALS_SUGGESTED} per side, or more runs (trials of one "
-                    "run cannot narrow the host's between-run spread, --run-spread)")
-            lines.append(f"What would decide it: {need} (from the observed variance) to narrow the "
-                         f"95% CI to ±{th.MAX_CI_HALF_WIDTH:.0%}, or a quieter server.")
+            if ctx.trials_needed:
+                lines.append(f"What would decide it: ≥ {ctx.trials_needed} "
+                             f"{ctx.baseline.unit_name}s per side (from the observed variance) "
+                             f"to narrow the 95% CI to ±{th.MAX_CI_HALF_WIDTH:.0%}, or a quieter "
+                             "server.")
+            else:
+                lines.append(f"What would decide it: more runs per side, or a quieter server — "
+                             f"no number of {ctx.baseline.unit_name}s in one run (at most "
+                             f"{th.MAX_TRIALS_SUGGESTED} counted) narrows the 95% CI to "
+                             f"±{th.MAX_CI_HALF_WIDTH:.0%} given the observed spread and the "
+                             "host's between-run spread (--run-spread).")
         if ctx.caliber.same is False:
             lines.append(f"Note: the calibers differ too ({ctx.caliber.text}).")
     return head, lines
@@ -317,5 +322,11 @@ def _next_steps(ctx: Context) -> list[str]:
         return ["Re-measure while no other client uses the engine (running requests in /metrics "
                 "should equal the probe's concurrency):",
                 f"  {probe} --trials {th.RECOMMENDED_TRIALS}"]
+    if ctx.kind == "INCONCLUSIVE" and ctx.cause == "noise" and not ctx.trials_needed:
+        n = th.RECOMMENDED_TRIALS
+        return ["More trials of one run cannot decide it: probe each side again (interleaved, "
+                "on a quiet server) and compare the runs' spread; measure this host's "
+                "between-run spread with bench/bench_run_noise.py:",
+                f"  {probe} --trials {n}"]
     n = ctx.trials_needed or th.RECOMMENDED_TRIALS
     return [f"Measure {n} or more trials on each side:", f"  {probe} --trials {n}"]
