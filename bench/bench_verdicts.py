@@ -116,22 +116,26 @@ def engine_vs_truth(tmp: str, ts: float, args: argparse.Namespace) -> tuple[str,
             f"{f', {withheld} withheld' if withheld else ''}", err <= 0.03)
 
 
-def log_sides(tmp: str, args: argparse.Namespace, duplicate: bool) -> tuple[str, str]:
-    """Two sim vLLM logs (k=3): code rewrite, then varied prose; optionally every stats line
-    written twice (a log shipper's duplicates)."""
+def log_sides(tmp: str, args: argparse.Namespace) -> tuple[str, str]:
+    """Two sim vLLM logs (k=3): code rewrite, then varied prose."""
     paths = []
     for name, cal in (("code", CAL), ("chat", PROSE)):
-        log = Path(tmp) / f"{name}{'-dup' if duplicate else ''}.log"
+        log = Path(tmp) / f"{name}.log"
         store = str(Path(tmp) / f"log-{name}.sqlite")
         # time scale 1: the simulated log's rates and its wall-clock stamps agree
         with sim(1.0, k=3, log_path=str(log), log_interval_s=1.0) as h:
             probe(h.url, store, name, 6, cal, "--no-scrape")
-        if duplicate:
-            lines = log.read_text().splitlines(keepends=True)
-            log.write_text("".join(x + x if ("throughput" in x or "SpecDecoding" in x) else x
-                                   for x in lines))
         paths.append(str(log))
     return paths[0], paths[1]
+
+
+def duplicated(path: str) -> str:
+    """The same log with every stats line written twice (a log shipper's duplicates)."""
+    out = Path(path).with_suffix(".dup.log")
+    lines = Path(path).read_text().splitlines(keepends=True)
+    out.write_text("".join(x + x if ("throughput" in x or "SpecDecoding" in x) else x
+                           for x in lines))
+    return str(out)
 
 
 def main_bench() -> int:
@@ -198,11 +202,11 @@ def main_bench() -> int:
             text, ok = engine_vs_truth(tmp, ts, args)
             row(rows, f"per-trial engine decode, 1-s scrapes, time scale {ts}",
                 "within 3% of truth or withheld", "ok" if ok else "off", ok, text)
-        code_log, chat_log = log_sides(tmp, args, duplicate=False)
+        code_log, chat_log = log_sides(tmp, args)
         c, v = cli("triage", f"{chat_log}@..", "--baseline", f"{code_log}@..", "--json")
         row(rows, "log windows, k=3 n-gram-like: code → chat", "not REGRESSION / IMPROVEMENT",
             label(v), v.get("verdict") not in ("REGRESSION", "IMPROVEMENT"), f"exit {c}")
-        dup_code, _ = log_sides(tmp, args, duplicate=True)
+        dup_code = duplicated(code_log)
         _, plain = cli("logs", code_log, "--json")
         _, dup = cli("logs", dup_code, "--json")
         pn, dn = _numbers(plain), _numbers(dup)
