@@ -21,7 +21,7 @@ import httpx
 
 SIM_CPU = 1  # the simulator gets one core ...
 CLIENT_CPU = 0
-SIM_MAIN = "import sys; from decodescope.cli.sim import command; sys.exit(command())"  # ... and the client under test the other, so they never share a GIL or core
+SIM_MAIN = "import sys; from decodescope.sim.command import command; sys.exit(command())"  # ... and the client under test the other, so they never share a GIL or core
 
 
 def check_clocks() -> None:
@@ -124,7 +124,7 @@ def true_decode_rate(truth: dict[str, Any]) -> float | None:
 
 
 def true_itl_mean(truth: dict[str, Any]) -> float | None:
-    """(t_last − t_first) / (tokens − 1): the mean of metrics.py's ITL samples."""
+    """(t_last − t_first) / (tokens − 1): the mean of records/request_metrics.py's ITL samples."""
     e = truth_emits(truth)
     n = sum(k for _, k in e)
     return (e[-1][0] - e[0][0]) / (n - 1) if len(e) >= 2 and n > 1 else None

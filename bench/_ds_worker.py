@@ -19,8 +19,8 @@ import time
 from typing import Any
 
 from decodescope.probe import client as cl
-from decodescope.probe.metrics import compute
-from decodescope.probe.trace import RequestTrace
+from decodescope.records.request_metrics import compute
+from decodescope.records.trace import RequestTrace
 
 
 def _cpu_s() -> tuple[float, float]:

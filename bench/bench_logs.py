@@ -160,9 +160,9 @@ def stages(path: Path) -> None:
     from decodescope.telemetry.logs import vllm
     from decodescope.telemetry.logs.accumulate import LogAccumulator
     from decodescope.telemetry.logs.clock import Clock
+    from decodescope.telemetry.logs.parse_counts import ParseCounts
     from decodescope.telemetry.logs.pipeline import LineReader
     from decodescope.telemetry.logs.reader import read_lines
-    from decodescope.telemetry.logs.records import ParseCounts
 
     def search() -> int:
         return sum(1 for _ in read_lines(str(path), lambda: vllm.LEAN_KEYWORDS, ParseCounts()))

@@ -22,12 +22,12 @@ import time
 from pathlib import Path
 
 from decodescope.analysis.run_result import analyze_run
-from decodescope.caliber.load import resolve
+from decodescope.caliber.resolve import resolve
 from decodescope.cli.main import main
-from decodescope.probe.trace import Chunk, RequestTrace
+from decodescope.records.trace import Chunk, RequestTrace
+from decodescope.records.window import EngineWindow
 from decodescope.store import runs as sr
 from decodescope.store.db import Store
-from decodescope.telemetry.window import EngineWindow
 
 
 def make_run(store: Store, step_rate: float, mal: float, trials: int, tokens: int) -> int:

@@ -7,7 +7,7 @@ import json
 import pytest
 from test_triage_support import store_run, trial
 
-from decodescope.caliber.load import resolve
+from decodescope.caliber.resolve import resolve
 from decodescope.cli.main import main
 from decodescope.errors import UsageError
 from decodescope.store.db import Store
@@ -20,8 +20,8 @@ from decodescope.verdict.baseline import (
     parse_band,
     save_baseline,
 )
-from decodescope.verdict.side import side_from_runs
-from decodescope.verdict.sides import load_run
+from decodescope.verdict.side_resolve import load_run
+from decodescope.verdict.side_values import side_from_runs
 
 ANCHOR = "anchor-c1-out1280"
 

@@ -5,7 +5,7 @@ from dataclasses import replace
 
 import pytest
 
-from decodescope.caliber.load import builtin_calibers, load_file, resolve
+from decodescope.caliber.resolve import builtin_calibers, load_file, resolve
 from decodescope.caliber.spec import OutputSpec, PromptSpec, SamplingSpec
 from decodescope.cli.main import main
 from decodescope.errors import CaliberError
@@ -33,7 +33,7 @@ def test_seed_calibers_match_the_seed():
 
 
 def test_identity_same_in_another_process():
-    code = ("from decodescope.caliber.load import builtin_calibers;"
+    code = ("from decodescope.caliber.resolve import builtin_calibers;"
             "import json;print(json.dumps({k: c.identity for k, c in builtin_calibers().items()}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     other = json.loads(out.stdout)
@@ -155,15 +155,15 @@ def test_material_blocks_guard_other_paths():
 
 
 def test_names_and_file_size_are_limited(tmp_path, monkeypatch):
-    from decodescope.caliber import load
+    from decodescope.caliber import resolve as caliber_files
 
     for bad in ("a/b", 'a"b', "a@1", "x.toml", ""):
         with pytest.raises(CaliberError):
-            load.check_name(bad, "test")
-    load.check_name("parity-code-32k.v2_b", "test")
+            caliber_files.check_name(bad, "test")
+    caliber_files.check_name("parity-code-32k.v2_b", "test")
     f = tmp_path / "c.toml"
     f.write_text('name = "ok"\nversion = 1\n[prompt]\ntask = "x"\n', encoding="utf-8")
-    monkeypatch.setattr(load, "MAX_CALIBER_FILE_BYTES", 10)
+    monkeypatch.setattr(caliber_files, "MAX_CALIBER_FILE_BYTES", 10)
     with pytest.raises(CaliberError) as e:
-        load.load_file(f)
+        caliber_files.load_file(f)
     assert "at most 10 are read" in e.value.one_line()

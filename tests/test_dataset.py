@@ -8,12 +8,12 @@ import json
 import pytest
 
 from decodescope.caliber.dataset import Sampler, order, parse_dataset, read_dataset
-from decodescope.caliber.load import load_file, resolve
+from decodescope.caliber.resolve import load_file, resolve
 from decodescope.caliber.spec import element_table
 from decodescope.cli.main import main
 from decodescope.cli.probe import derive_caliber
 from decodescope.errors import CaliberError
-from decodescope.probe.load import RequestBodies
+from decodescope.probe.load_shape import RequestBodies
 from decodescope.probe.request import build_body
 from decodescope.sim import SimConfig, SimServer
 from decodescope.store import runs as sr

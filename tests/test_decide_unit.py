@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
 
 from decodescope.analysis.span import MAX_SPAN_ERROR, trial_span
 from decodescope.telemetry.prometheus import Scrape
-from decodescope.verdict.side import Side, Unit
+from decodescope.verdict.side_values import Side, Unit
 from decodescope.verdict.stats import holm
 from decodescope.verdict.triage import triage
 
@@ -127,7 +128,7 @@ def test_stalls_are_cut_out_of_the_span():
 def test_bursts_of_one_token_chunks_are_not_stalls():
     """llama.cpp with speculation streams a step's tokens as one chunk each, microseconds
     apart, then waits a step: the steps are not stalls; a 2 s pause is."""
-    from decodescope.probe.metrics import stall_gaps
+    from decodescope.records.request_metrics import stall_gaps
 
     pts, t = [], 0.0
     for step in range(60):
@@ -160,3 +161,34 @@ def test_a_too_wide_engine_interval_yields_to_the_client_it_contains():
                 for u, e in zip(c.units, (140.0, 141.0, 139.0), strict=True))
     v2 = triage(b, dataclasses.replace(c, units=far))
     assert v2.decode_source == "engine"
+
+
+def _with_stalls(s: Side, shares: list[float]) -> Side:
+    units = tuple(dataclasses.replace(u, stall_time_share=v) for u, v in zip(s.units, shares,
+                                                                            strict=True))
+    hit = [v for v in shares if v > 0]
+    return dataclasses.replace(s, units=units, stalls={
+        "count": len(hit), "requests": len(shares), "min_s": 0.08, "max_s": 0.08,
+        "time_share": sum(shares) / len(shares)})
+
+
+def test_a_pause_in_one_trial_is_a_note_not_a_regression():
+    """What a busy host did to an unchanged simulator: one trial of four paused 80 ms (8 % of
+    that side's steady state on average) while the decode rate between stalls held."""
+    decode = [100.0, 100.5, 99.5, 100.2]
+    b = _with_stalls(side("b", decode), [0.0, 0.0, 0.0, 0.0])
+    c = _with_stalls(side("c", decode), [0.32, 0.0, 0.0, 0.0])
+    v = triage(b, c)
+    assert v.kind == "NO_CHANGE", v.headline
+    assert any("stalls in 1 of 4 trials of c" in n and "rerun" in n for n in v.notes), v.notes
+
+
+def test_stalls_in_most_trials_are_a_regression_named_stalls():
+    decode = [100.0, 100.5, 99.5, 100.2]
+    b = _with_stalls(side("b", decode), [0.0, 0.0, 0.0, 0.0])
+    c = _with_stalls(side("c", decode), [0.08, 0.07, 0.0, 0.09])
+    v = triage(b, c)
+    assert (v.kind, v.cause) == ("REGRESSION", "stalls"), v.headline
+    # and two of four is not most: a note again
+    c2 = _with_stalls(side("c", decode), [0.16, 0.0, 0.0, 0.16])
+    assert triage(b, c2).kind == "NO_CHANGE"

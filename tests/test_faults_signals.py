@@ -22,8 +22,8 @@ import click
 import pytest
 from test_faults_server import FaultServer
 
-from decodescope.cli.common import run_click
 from decodescope.cli.main import main
+from decodescope.console import run_click
 from decodescope.exitcodes import ExitCode
 from decodescope.signals import Terminated, sigterm_as_interrupt, stop_signal
 from decodescope.sim import SimConfig, SimHandle, SimServer

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from decodescope.cli.common import RedactingStream, raw_stream, redacted_output
 from decodescope.cli.main import main
+from decodescope.console import RedactingStream, raw_stream, redacted_output
 from decodescope.exitcodes import ExitCode
 from decodescope.fingerprint import repos
 from decodescope.redact import clear_registered_secrets, register_secret, strip_controls

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from decodescope.evidence import EvidenceRow, render_rows
 from decodescope.fingerprint.diff import cmdline_changes, diff_fingerprints, parse_cmdline
-from decodescope.fingerprint.model import Fingerprint, Item
 from decodescope.fingerprint.nvml import NO_LOAD_LABEL
+from decodescope.fingerprint.record import Fingerprint, Item
+from decodescope.records.evidence import EvidenceRow, render_rows
 
 
 def fp(**sections: dict[str, Any]) -> Fingerprint:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from decodescope.fingerprint.backend import backend_lines, collect_backend, latest_start
 from decodescope.fingerprint.diff import diff_fingerprints
-from decodescope.fingerprint.model import Fingerprint, Item
 from decodescope.fingerprint.packages import engine_package_item, installed
 from decodescope.fingerprint.process import selected_env
+from decodescope.fingerprint.record import Fingerprint, Item
 
 
 def _launch(day: int, backend: str) -> list[str]:

@@ -8,7 +8,6 @@ import types
 
 import pytest
 
-from decodescope.fingerprint.model import Fingerprint
 from decodescope.fingerprint.nvml import (
     GpuSampler,
     GpuSamples,
@@ -16,6 +15,7 @@ from decodescope.fingerprint.nvml import (
     decode_reasons,
     sampled_items,
 )
+from decodescope.fingerprint.record import Fingerprint
 
 
 class FakeNVMLError(Exception):

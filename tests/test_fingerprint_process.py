@@ -15,10 +15,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from decodescope.fingerprint import collect_fingerprint, diff_fingerprints, register_secret
-from decodescope.fingerprint.model import Fingerprint
-from decodescope.fingerprint.redact import clear_registered_secrets
+from decodescope.fingerprint import collect_fingerprint, diff_fingerprints
+from decodescope.fingerprint.record import Fingerprint
 from decodescope.fingerprint.render import render_fingerprint
+from decodescope.redact import clear_registered_secrets, register_secret
 
 CANARY_ARG = "sk-CanaryArgv0123456789abcdef"
 CANARY_ENV = "CanaryEnvSecret42"

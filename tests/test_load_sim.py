@@ -9,11 +9,11 @@ from contextlib import contextmanager
 
 import pytest
 
-from decodescope.caliber.load import resolve
+from decodescope.caliber.resolve import resolve
 from decodescope.caliber.spec import DEFAULT_RATE_REQUESTS, MAX_CONCURRENCY, element_table
 from decodescope.cli.main import main
 from decodescope.cli.probe import derive_caliber
-from decodescope.probe.load import arrival_gaps
+from decodescope.probe.load_shape import arrival_gaps
 from decodescope.sim import SimConfig, SimServer
 from decodescope.store import runs as sr
 from decodescope.store.db import Store
@@ -130,7 +130,7 @@ def test_each_load_option_changes_the_identity_and_the_diff_names_it():
 
 
 def test_caliber_diff_in_triage_names_the_load(tmp_path, capsys):
-    from decodescope.verdict.side import Side
+    from decodescope.verdict.side_values import Side
     from decodescope.verdict.triage import compare_calibers
 
     base = resolve(CAL)
@@ -163,7 +163,7 @@ def test_bad_load_options_are_usage_errors(tmp_path, capsys):
 
 
 def test_ctrl_c_names_the_run_it_kept(tmp_path, capsys, monkeypatch):
-    from decodescope.probe import runner
+    from decodescope.run import runner
 
     real = runner.count_tokens
     calls = [0]

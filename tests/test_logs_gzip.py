@@ -165,7 +165,7 @@ def test_simulator_mark_is_found_in_a_compressed_log(tmp_path: Path):
 
 
 def test_triage_window_of_a_gzip_log(plain: Path):
-    from decodescope.verdict.sides import read_log
+    from decodescope.verdict.side_resolve import read_log
 
     gz = _gz(plain, "engine.log.gz")
     a = read_log(str(gz), "10:05", "10:15", engine=None, year=2026)

@@ -14,7 +14,7 @@ import pytest
 
 from decodescope.telemetry.logs import ParseCounts, analyze_log, iter_windows
 from decodescope.telemetry.logs.clock import Clock
-from decodescope.telemetry.logs.records import Unparsed
+from decodescope.telemetry.logs.parse_counts import Unparsed
 from decodescope.telemetry.logs.sglang import SDecode
 from decodescope.telemetry.logs.sglang import parse as parse_sglang
 from decodescope.telemetry.logs.vllm import VSpec, VStats

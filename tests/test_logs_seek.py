@@ -23,7 +23,7 @@ from decodescope.telemetry.logs import (
 )
 from decodescope.telemetry.logs.accumulate import spec_of
 from decodescope.telemetry.logs.synth import access_line, engine_line, spec_line
-from decodescope.verdict.sides import read_log
+from decodescope.verdict.side_resolve import read_log
 
 
 @pytest.fixture(autouse=True)

@@ -11,7 +11,7 @@ from decodescope.telemetry.logs import ParseCounts, analyze_log, iter_windows
 from decodescope.telemetry.logs import vllm as V
 from decodescope.telemetry.logs.clock import Clock
 from decodescope.telemetry.logs.fields import split_fields
-from decodescope.telemetry.logs.records import Unparsed
+from decodescope.telemetry.logs.parse_counts import Unparsed
 from decodescope.telemetry.logs.synth import access_line, engine_line, spec_line
 
 T0 = datetime(2026, 9, 15, 23, 30, 0).timestamp()

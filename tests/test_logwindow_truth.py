@@ -13,14 +13,14 @@ import pytest
 from logsynth import timeline, vllm_log
 
 from decodescope.cli.main import main
+from decodescope.records.window import EngineWindow
 from decodescope.telemetry.logs import analyze_log
 from decodescope.telemetry.logs.steps import step_info
-from decodescope.telemetry.window import EngineWindow
 from decodescope.verdict.bands import DEFAULT_BANDS, Band, bands_fit, load_bands
-from decodescope.verdict.model import fmt_num
-from decodescope.verdict.side import Side, side_from_windows
-from decodescope.verdict.sides import read_log, resolve_side
+from decodescope.verdict.side_resolve import read_log, resolve_side
+from decodescope.verdict.side_values import Side, side_from_windows
 from decodescope.verdict.triage import triage
+from decodescope.verdict.types import fmt_num
 
 T0 = datetime(2026, 9, 15, 10, 0).timestamp()
 NGRAM_CFG = ("(APIServer pid=4242) INFO 09-15 09:58:00 [utils.py:253] non-default args: "
@@ -261,7 +261,7 @@ def test_log_step_rate_regression_does_not_advise_an_unused_flag(step_drop):
 
 
 def test_lag_one_math():
-    from decodescope.verdict.side import _lag1
+    from decodescope.verdict.side_values import _lag1
 
     xs = [math.exp(math.sin(i / 5)) for i in range(60)]  # smooth: strongly autocorrelated
     rho = _lag1(xs, [True] * 60)

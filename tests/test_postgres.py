@@ -25,10 +25,10 @@ from dataclasses import dataclass
 import pytest
 
 from decodescope.errors import StoreError
-from decodescope.probe.trace import Chunk, RequestTrace
+from decodescope.records.trace import Chunk, RequestTrace
+from decodescope.records.window import EngineWindow
 from decodescope.store import runs as sr
 from decodescope.store.db import MIGRATIONS, SCHEMA_VERSION, Store
-from decodescope.telemetry.window import EngineWindow
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -342,7 +342,7 @@ WRITER = """
 import sys
 from decodescope.store.db import Store
 from decodescope.store import runs as sr
-from decodescope.probe.trace import RequestTrace
+from decodescope.records.trace import RequestTrace
 st = Store.open(sys.argv[1])
 n = int(sys.argv[3])
 for i in range(n):

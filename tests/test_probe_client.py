@@ -12,8 +12,8 @@ import pytest
 
 from decodescope.probe import h1
 from decodescope.probe.client import make_client, raise_for_trace, stream_request
-from decodescope.probe.metrics import compute
 from decodescope.probe.sse import SSEParser
+from decodescope.records.request_metrics import compute
 
 URL = "http://127.0.0.1:9"
 

@@ -5,12 +5,12 @@ from dataclasses import replace
 
 import pytest
 
-from decodescope.caliber.load import resolve
+from decodescope.caliber.resolve import resolve
 from decodescope.cli.main import main
 from decodescope.errors import StreamClosedError, UnreachableError
 from decodescope.exitcodes import ExitCode
-from decodescope.probe.metrics import compute
-from decodescope.probe.runner import ProbeSettings, run_probe
+from decodescope.records.request_metrics import compute
+from decodescope.run.runner import ProbeSettings, run_probe
 from decodescope.sim import FaultSpec, SimConfig, SimServer
 from decodescope.store import runs as sr
 from decodescope.store.db import Store
@@ -131,7 +131,7 @@ class StopServerAfterFirstTrial:
             self.sim.stop()
 
     def stop(self):
-        from decodescope.probe.observe import ObserverResult
+        from decodescope.run.observe import ObserverResult
         return ObserverResult()
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from decodescope.telemetry.observers import PrometheusObserver
+from decodescope.run.observers import PrometheusObserver
 from decodescope.telemetry.prometheus import (
     Scrape,
     count_resets,

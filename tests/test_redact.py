@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from decodescope.fingerprint.redact import (
+from decodescope.redact import (
     REDACTED,
     clear_registered_secrets,
     is_secret_name,

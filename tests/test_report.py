@@ -13,13 +13,13 @@ from test_report_fixtures import EVIL, code_run, evil_pair, prose_run, request
 
 from decodescope.cli.main import main
 from decodescope.exitcodes import ExitCode
-from decodescope.report import curves, html, json_export, markdown_export
-from decodescope.report.model import REPORT_KIND, REPORT_SCHEMA_VERSION, Report, build_report
+from decodescope.records.window import EngineWindow
+from decodescope.report import curves, report_html, report_json, report_md
+from decodescope.report.document import REPORT_KIND, REPORT_SCHEMA_VERSION, Report, build_report
 from decodescope.report.plots import nice_ticks
 from decodescope.store import runs as sr
 from decodescope.store.db import Store
 from decodescope.store.runs import StoredRun
-from decodescope.telemetry.window import EngineWindow
 
 T = 1_790_000_500.0
 
@@ -118,7 +118,7 @@ def test_nice_ticks_cover_the_range_with_round_steps() -> None:
 # -- renderers -----------------------------------------------------------------------------------
 def test_html_is_self_contained_and_escapes_everything_from_runs() -> None:
     a, b = evil_pair()
-    page = html.render(build_report([a, b], generated_at=T))
+    page = report_html.render(build_report([a, b], generated_at=T))
     assert "<script" not in page.lower()
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "gemma&lt;script&gt;" in page and "&lt;b&gt;after&lt;/b&gt;" in page
@@ -130,18 +130,18 @@ def test_html_is_self_contained_and_escapes_everything_from_runs() -> None:
 
 def test_simulated_runs_are_labelled_in_every_format() -> None:
     rep = build_report([code_run(simulated=True), prose_run()], generated_at=T)
-    page = html.render(rep)
+    page = report_html.render(rep)
     assert 'id="simulated-banner"' in page and page.count("SIMULATED") >= 3
-    md = markdown_export.render(rep)
+    md = report_md.render(rep)
     assert "**SIMULATED**" in md and "[SIMULATED]" in md
-    doc = json.loads(json_export.render(rep))
+    doc = json.loads(report_json.render(rep))
     assert doc["simulated"] is True and doc["runs"][0]["simulated"] is True
     assert "(simulated)" in doc["runs"][0]["short"]
 
 
 def test_markdown_has_the_seeds_tables_and_escapes_cells() -> None:
     a, b = evil_pair()
-    md = markdown_export.render(build_report([a, b], generated_at=T))
+    md = report_md.render(build_report([a, b], generated_at=T))
     assert "| check | result |" in md
     assert "| caliber | decode tokens/s | MAL | source |" in md
     assert "**CALIBER MISMATCH**" in md
@@ -151,11 +151,11 @@ def test_markdown_has_the_seeds_tables_and_escapes_cells() -> None:
 
 
 def test_markdown_cell_escapes_pipes_and_newlines() -> None:
-    assert markdown_export.cell("a | b\nc") == "a \\| b · c"
+    assert report_md.cell("a | b\nc") == "a \\| b · c"
 
 
 def test_json_export_is_versioned_and_holds_plain_numbers() -> None:
-    doc = json.loads(json_export.render(pair_report()))
+    doc = json.loads(report_json.render(pair_report()))
     assert doc["schema_version"] == REPORT_SCHEMA_VERSION and doc["kind"] == REPORT_KIND
     assert list(doc)[:2] == ["schema_version", "kind"]
     assert doc["comparisons"][0]["verdict"] == "CALIBER_MISMATCH"
@@ -167,7 +167,7 @@ def test_json_export_is_versioned_and_holds_plain_numbers() -> None:
 def test_json_export_turns_nan_into_null() -> None:
     rep = pair_report()
     object.__setattr__(rep.runs[0], "length_decay_pct", float("nan"))
-    doc = json.loads(json_export.render(rep))
+    doc = json.loads(report_json.render(rep))
     assert doc["runs"][0]["length_decay_pct"] is None
 
 
@@ -247,8 +247,8 @@ def test_a_run_without_trials_or_windows_still_renders_and_says_why() -> None:
     empty.result = None
     rep = build_report([empty], generated_at=T)
     assert all(not p.has_data and p.no_data for p in rep.plots)
-    page = html.render(rep)
+    page = report_html.render(rep)
     assert page.count("No data: ") == 5 and 'class="plot-svg"' not in page
-    assert "# decodescope report" in markdown_export.render(rep)
+    assert "# decodescope report" in report_md.render(rep)
     pair = build_report([empty, code_run(6)], generated_at=T)
     assert pair.comparisons[0].verdict == "INCONCLUSIVE"  # too few trials: said, not guessed

@@ -14,8 +14,8 @@ import pytest
 from test_report_cdp import SKIP_REASON, find_chromium, open_page, page_state
 from test_report_fixtures import EVIL, code_run, evil_pair, prose_run
 
-from decodescope.report import html
-from decodescope.report.model import build_report
+from decodescope.report import report_html
+from decodescope.report.document import build_report
 from decodescope.store.runs import StoredRun
 
 CHROMIUM = find_chromium()
@@ -32,7 +32,7 @@ def artifact(name: str) -> Path:
 
 def write_report(path: Path, runs: list[StoredRun]) -> Path:
     report = build_report(runs, generated_at=1_790_000_500.0)
-    path.write_text(html.render(report), encoding="utf-8")
+    path.write_text(report_html.render(report), encoding="utf-8")
     return path
 
 
@@ -78,7 +78,7 @@ def test_the_harness_sees_errors_dialogs_and_blocked_scripts(tmp_path: Path) -> 
     assert any("boom" in p for p in problems) and any(p.startswith("dialog") for p in problems)
     blocked = tmp_path / "blocked.html"
     blocked.write_text(f'<!doctype html><meta http-equiv="Content-Security-Policy" '
-                       f'content="{html.CSP}"><title>x</title><script>alert(1)</script>')
+                       f'content="{report_html.CSP}"><title>x</title><script>alert(1)</script>')
     with open_page(CHROMIUM, blocked) as page:
         page.evaluate("1")
         problems = page.problems()
@@ -165,13 +165,13 @@ def test_simulator_pair_through_probe_and_report_commands(
 def test_real_engine_caliber_mismatch_pair_report(tmp_path: Path) -> None:
     import json
 
-    from decodescope.caliber.load import resolve
+    from decodescope.caliber.resolve import resolve
     from decodescope.cli.main import main
     from decodescope.engines.install import find_install
     from decodescope.engines.server import EngineSettings, running_engine
-    from decodescope.probe.runner import ProbeSettings, prepare, run_probe
+    from decodescope.run.observers import PrometheusObserver
+    from decodescope.run.runner import ProbeSettings, prepare, run_probe
     from decodescope.store.db import Store
-    from decodescope.telemetry.observers import PrometheusObserver
 
     install = find_install()
     if install is None:

@@ -10,10 +10,10 @@ from __future__ import annotations
 import random
 
 from decodescope.analysis.run_result import analyze_run
-from decodescope.caliber.load import resolve
-from decodescope.probe.trace import Chunk, RequestTrace
+from decodescope.caliber.resolve import resolve
+from decodescope.records.trace import Chunk, RequestTrace
+from decodescope.records.window import EngineWindow
 from decodescope.store.runs import StoredRun, StoredTrial
-from decodescope.telemetry.window import EngineWindow
 
 EVIL = "<script>alert(1)</script>"
 WALL0 = 1_790_000_000.0  # epoch of the first run's first request

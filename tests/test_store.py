@@ -4,10 +4,10 @@ import sys
 import pytest
 
 from decodescope.errors import StoreError
-from decodescope.probe.trace import Chunk, RequestTrace
+from decodescope.records.trace import Chunk, RequestTrace
+from decodescope.records.window import EngineWindow
 from decodescope.store import runs as sr
 from decodescope.store.db import MIGRATIONS, SCHEMA_VERSION, Store
-from decodescope.telemetry.window import EngineWindow
 
 
 def trace(n=3):
@@ -58,7 +58,7 @@ WRITER = """
 import sys
 from decodescope.store.db import Store
 from decodescope.store import runs as sr
-from decodescope.probe.trace import RequestTrace
+from decodescope.records.trace import RequestTrace
 st = Store.open(sys.argv[1])
 for i in range(40):
     rid = sr.create_run(st, url=None, model=None, engine=None, caliber=None, caliber_ref=None,

@@ -12,10 +12,10 @@ from test_postgres import PG_PASSWORD, PG_PASSWORD_Q, pg_cluster, trace
 
 from decodescope.cli.main import main
 from decodescope.errors import UsageError
+from decodescope.records.window import EngineWindow
 from decodescope.store import runs as sr
 from decodescope.store.copy import COLUMNS, copy_store
 from decodescope.store.db import Store
-from decodescope.telemetry.window import EngineWindow
 from decodescope.verdict.baseline import Baseline, get_baseline, save_baseline
 
 pytestmark = pytest.mark.timeout(300)

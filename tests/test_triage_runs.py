@@ -11,7 +11,7 @@ from decodescope.cli.main import main
 from decodescope.exitcodes import ExitCode
 from decodescope.store.db import Store
 from decodescope.verdict import EXIT_CODES, for_verdict
-from decodescope.verdict.sides import resolve_side
+from decodescope.verdict.side_resolve import resolve_side
 from decodescope.verdict.triage import triage
 
 CAL = "demo-code-rewrite"

@@ -14,10 +14,10 @@ import pytest
 from test_triage_support import seed_windows, write_vllm_log
 
 from decodescope.cli.main import main
-from decodescope.report.markdown import numbers_side_by_side, render_verdict_md
+from decodescope.report.verdict_md import numbers_side_by_side, render_verdict_md
 from decodescope.verdict import for_verdict
 from decodescope.verdict.render import render_text
-from decodescope.verdict.side import side_from_windows
+from decodescope.verdict.side_values import side_from_windows
 from decodescope.verdict.triage import triage
 
 BASE_T0 = datetime(2026, 9, 14, 23, 0).timestamp()
@@ -119,7 +119,7 @@ def test_numbers_side_by_side_mixes_stored_runs_and_log_windows(tmp_path, seed_s
     from test_triage_support import store_run, trial
 
     from decodescope.store.db import Store
-    from decodescope.verdict.sides import resolve_side
+    from decodescope.verdict.side_resolve import resolve_side
 
     with Store.open(tmp_path / "runs.sqlite") as st:
         rid = store_run(st, "chat-short-3k", [trial(94.1, 2.62, 36.5), trial(107.8, 3.14, 38.2)],

@@ -12,10 +12,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from decodescope.caliber.load import resolve
+from decodescope.caliber.resolve import resolve
+from decodescope.records.window import EngineWindow
 from decodescope.store import runs as sr
 from decodescope.store.db import Store
-from decodescope.telemetry.window import EngineWindow
 
 SPEC_K = 6  # the seed's MTP stack drafts 6 tokens per step
 
@@ -98,7 +98,7 @@ def store_run(store: Store, caliber: str, trials: list[dict[str, Any]], *,
 
 def fingerprint(threads: int, version: str = "b1-0c1e570") -> dict[str, Any]:
     """A stored fingerprint with an engine version and a launch cmdline."""
-    from decodescope.fingerprint.model import Fingerprint, Item
+    from decodescope.fingerprint.record import Fingerprint, Item
 
     cmd = ["llama-server", "-m", "gemma.gguf", "--port", "8181", "-t", str(threads)]
     fp = Fingerprint(taken_at="2026-09-15T23:30:00+00:00", url="http://127.0.0.1:8181", sections={

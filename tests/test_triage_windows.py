@@ -6,9 +6,9 @@ import dataclasses
 
 from test_triage_support import seed_windows
 
-from decodescope.telemetry.window import EngineWindow
+from decodescope.records.window import EngineWindow
 from decodescope.verdict.bands import Band
-from decodescope.verdict.side import Unit, side_from_windows
+from decodescope.verdict.side_values import Unit, side_from_windows
 from decodescope.verdict.triage import triage
 
 T0 = 1_789_000_000.0

@@ -9,7 +9,7 @@ from test_triage_support import store_run, trial
 
 from decodescope.cli.main import main
 from decodescope.store.db import Store
-from decodescope.verdict.sides import resolve_side
+from decodescope.verdict.side_resolve import resolve_side
 from decodescope.verdict.triage import triage
 
 

@@ -172,8 +172,8 @@ def test_no_usage_counts_tokens_exactly_with_the_servers_tokenizer(tmp_path):
 
 
 def test_no_usage_and_no_tokenizer_leaves_the_rate_unknown():
-    from decodescope.probe.metrics import compute
-    from decodescope.probe.trace import Chunk, RequestTrace
+    from decodescope.records.request_metrics import compute
+    from decodescope.records.trace import Chunk, RequestTrace
 
     chunks = tuple(Chunk(0.1 * i, content="abc def ") for i in range(1, 20))
     tr = RequestTrace(0.0, 0.01, chunks, 200, None, None, None, "length")

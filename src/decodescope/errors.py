@@ -25,6 +25,8 @@ tracebacks only with --debug. Any other exception is a bug: one line, exit 70
 
 from __future__ import annotations
 
+import sqlite3
+
 from decodescope.exitcodes import ExitCode
 
 
@@ -109,3 +111,26 @@ class CaliberMissedError(DecodescopeError):
 
 class EngineError(DecodescopeError):
     exit_code = ExitCode.ENGINE
+
+
+DAMAGED_REMEDY = ("Move the file aside and let the next probe start a new store; "
+                  "`sqlite3 FILE .recover` can salvage its runs")
+
+
+def store_error(exc: sqlite3.Error, where: str) -> StoreError:
+    """The one-line StoreError for an SQLite failure: cause + path + what to do."""
+    text = str(exc) or type(exc).__name__
+    low = text.lower()
+    if "malformed" in low or "not a database" in low or "corrupt" in low:
+        return StoreError(f"the run store is damaged: {text}", where=where, remedy=DAMAGED_REMEDY)
+    if "readonly" in low or "read-only" in low:
+        return StoreError(f"the run store is read-only: {text}", where=where,
+                          remedy="Read commands (runs list/show/export) work on it; write with another --store")
+    if "locked" in low or "busy" in low:
+        return StoreError(f"the run store stayed locked by another process: {text}", where=where,
+                          remedy="Wait for the other decodescope process to finish, then rerun")
+    if "no such table" in low or "no such column" in low:
+        return StoreError(f"the run store lacks a table this command needs: {text}", where=where,
+                          remedy="Run any write command (e.g. `decodescope probe`) once to upgrade it")
+    return StoreError(f"run store error: {text}", where=where,
+                      remedy="Check the file and its permissions, or pass another --store")

@@ -1,7 +1,7 @@
 """Redaction: secrets never reach storage, JSON or the terminal.
 
-One set of rules for the whole package (a plain module, so the store and the CLI import it
-without the fingerprint collectors; `decodescope.fingerprint.redact` re-exports it). The
+One set of rules for the whole package (a plain module at the
+bottom layer: the store, the probe, the fingerprint and the CLI all import it). The
 fingerprint applies it at the source (every collector redacts what it reads) and once more over
 the whole fingerprint before it is built. What counts as a secret:
 

@@ -3,7 +3,7 @@
 A scheduler (cron's timeout, systemd, Kubernetes, `timeout(1)`) stops a probe with SIGTERM.
 Python's default for SIGTERM is to die on the spot, which left the run `running` forever. Inside
 `sigterm_as_interrupt()` SIGTERM raises `Terminated`, a KeyboardInterrupt: every path that keeps
-the completed trials and marks the run `interrupted` on Ctrl-C (probe/runner.py) does the same
+the completed trials and marks the run `interrupted` on Ctrl-C (run/runner.py) does the same
 on SIGTERM, and the CLI exits 143 (128 + SIGTERM) instead of 130.
 
 A second SIGTERM while the first is being handled ends the process at once (the default

@@ -12,8 +12,8 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from decodescope.findings import Finding
-from decodescope.telemetry.window import EngineWindow
+from decodescope.records.findings import Finding
+from decodescope.records.window import EngineWindow
 
 # One gauge reading above the in-flight count can be our own previous request whose
 # finish the engine has not yet counted (stats lag one step); a window is contaminated

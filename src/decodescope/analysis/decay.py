@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from decodescope.probe.metrics import decode_rate_by_position
-from decodescope.probe.trace import RequestTrace
+from decodescope.records.request_metrics import decode_rate_by_position
+from decodescope.records.trace import RequestTrace
 
 MIN_BUCKET_TOKENS = 16  # below this, chunk timing jitter dominates a bucket's rate
 MAX_BUCKET_TOKENS = 256

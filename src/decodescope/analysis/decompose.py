@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from decodescope.probe.trace import RequestTrace
-from decodescope.telemetry.window import EngineWindow
+from decodescope.records.trace import RequestTrace
+from decodescope.records.window import EngineWindow
 
 # Without a window wholly inside a span, one counts when at least this share of it lies
 # inside: a window that is mostly prefill or idle would dilute the engine's decode rate.

@@ -23,12 +23,12 @@ from decodescope.analysis.decompose import (
 )
 from decodescope.analysis.reconcile import reconcile
 from decodescope.analysis.span import SpanNumbers, own_request_seconds, trial_span
-from decodescope.analysis.summary import Summary
-from decodescope.findings import Finding
-from decodescope.probe.metrics import compute
+from decodescope.records.findings import Finding
+from decodescope.records.request_metrics import compute
+from decodescope.records.summary import Summary
+from decodescope.records.window import EngineWindow
 from decodescope.store.runs import StoredRun
 from decodescope.telemetry.prometheus import FINISH_UPDATED, Scrape
-from decodescope.telemetry.window import EngineWindow
 
 RESULT_VERSION = 3  # 3: per-trial engine spans, stalls, engine/client disagreement
 # Client and engine disagreeing by more than this at concurrency 1 suspends "engine decides".

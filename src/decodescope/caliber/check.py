@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from decodescope.caliber.spec import Caliber
-from decodescope.findings import Finding
-from decodescope.probe.metrics import RequestMetrics
+from decodescope.records.findings import Finding
+from decodescope.records.request_metrics import RequestMetrics
 
 # Tokenizers and chat templates differ; a prompt within 2% under its target still counts.
 PROMPT_TARGET_TOLERANCE = 0.02

@@ -6,8 +6,9 @@ from datetime import datetime
 
 import click
 
-from decodescope.caliber.load import resolve
-from decodescope.cli.common import emit, json_option, store_option
+from decodescope.caliber.resolve import resolve
+from decodescope.cli.common import emit, store_option
+from decodescope.console import json_option
 from decodescope.errors import UsageError
 from decodescope.store.db import Store
 from decodescope.verdict.baseline import (
@@ -19,7 +20,7 @@ from decodescope.verdict.baseline import (
     parse_band,
     save_baseline,
 )
-from decodescope.verdict.sides import load_run
+from decodescope.verdict.side_resolve import load_run
 
 
 def parse_run_ids(text: str) -> list[int]:

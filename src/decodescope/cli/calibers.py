@@ -6,9 +6,10 @@ from pathlib import Path
 
 import click
 
-from decodescope.caliber.load import builtin_calibers, check_name, resolve, template
+from decodescope.caliber.resolve import builtin_calibers, check_name, resolve, template
 from decodescope.caliber.spec import element_table
-from decodescope.cli.common import emit, json_option
+from decodescope.cli.common import emit
+from decodescope.console import json_option
 from decodescope.errors import UsageError
 
 PROMPT_HEAD_CHARS = 400

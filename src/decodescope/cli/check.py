@@ -6,73 +6,34 @@ is not comparable (foreign load, other caliber, no decode rate).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import click
 
-from decodescope.caliber.load import resolve
+from decodescope.caliber.resolve import resolve
 from decodescope.caliber.spec import Caliber
-from decodescope.cli.common import (
-    check_url,
-    emit,
-    json_option,
-    limit_options,
-    store_option,
-    warn,
-)
-from decodescope.cli.probe import parse_labels, read_api_key
+from decodescope.cli.common import check_url, emit, limit_options, store_option, warn
+from decodescope.cli.probe import parse_labels
+from decodescope.console import json_option
 from decodescope.errors import CaliberError
-from decodescope.evidence import render_rows
 from decodescope.exitcodes import ExitCode
-from decodescope.findings import Finding
+from decodescope.records.evidence import render_rows
+from decodescope.run.probe_side import ProbeOptions, read_api_key
+from decodescope.run.probe_side import probe_side as run_probe_side
 from decodescope.store.db import Store
 from decodescope.verdict.anchor import CheckResult, check_against
 from decodescope.verdict.baseline import get_baseline
-from decodescope.verdict.side import Side, side_from_runs
-from decodescope.verdict.sides import load_run
-
-
-@dataclass
-class ProbeOptions:
-    """What `check` and `sweep` pass to every probe they run."""
-
-    trials: int
-    labels: dict[str, str] = field(default_factory=dict)
-    model: str | None = None
-    api_key: str | None = None
-    proxy: str | None = None
-    log_path: str | None = None
-    scrape: bool = True
-    scrape_interval_s: float = 1.0
-    fingerprint: bool = True
+from decodescope.verdict.side_values import Side
 
 
 def probe_side(store: Store, url: str, cal: Caliber, opts: ProbeOptions, *, quiet: bool
                ) -> tuple[Side, bool]:
-    """Run one probe through run_probe (with the same observers as `probe`); return its Side
-    and whether the realized run missed its caliber."""
-    from decodescope.cli.probe_setup import build_observers, collect_fp
-    from decodescope.probe.runner import ProbeSettings, prepare, run_probe
-
-    settings = ProbeSettings(url=url, caliber=cal, trials=opts.trials, labels=dict(opts.labels),
-                             model=opts.model, api_key=opts.api_key, proxy=opts.proxy)
-    prepared = prepare(settings)
-    info = prepared[0]
-    if not quiet:
-        sim = " [SIMULATED]" if info.simulated else ""
-        click.echo(f"probing {cal.ref} ({cal.identity}) on {info.kind} {info.version or ''}{sim}"
-                   f" · {opts.trials} trials", err=True)
-    observers = build_observers(settings, info, log_path=opts.log_path, scrape=opts.scrape,
-                                scrape_interval_s=opts.scrape_interval_s)
-    fp = collect_fp(settings, opts.log_path, ()) if opts.fingerprint else None
-    outcome = run_probe(settings, store, observers=observers, fingerprint=fp, prepared=prepared)
-    if not quiet:
-        for f in outcome.findings:
-            warn(f if isinstance(f, Finding) else Finding.from_dict(f))
-    run = load_run(store, outcome.run_id)
-    missed = (run.result or {}).get("caliber_status") == "missed"
-    return side_from_runs([run]), missed
+    """`run.probe_side.probe_side`, saying on stderr what it probes and what it found unless
+    quiet (--json)."""
+    if quiet:
+        return run_probe_side(store, url, cal, opts)
+    return run_probe_side(store, url, cal, opts, announce=lambda line: click.echo(line, err=True),
+                          warn=warn)
 
 
 def probe_options(f: Any) -> Any:

@@ -27,17 +27,18 @@ from typing import Any
 import click
 import platformdirs
 
-from decodescope.analysis.summary import Summary
-from decodescope.caliber.load import resolve
-from decodescope.cli.common import emit, json_option, store_option
-from decodescope.cli.probe_setup import build_observers, collect_fp
+from decodescope.caliber.resolve import resolve
+from decodescope.cli.common import emit, store_option
+from decodescope.console import json_option
 from decodescope.errors import EngineError
 from decodescope.exitcodes import ExitCode
-from decodescope.probe.runner import ProbeSettings, prepare, run_probe
+from decodescope.records.summary import Summary
+from decodescope.run.runner import ProbeSettings, prepare, run_probe
+from decodescope.run.setup import build_observers, collect_fp
 from decodescope.store import runs as sr
 from decodescope.store.db import Store
 from decodescope.verdict.render import render_text
-from decodescope.verdict.sides import resolve_side
+from decodescope.verdict.side_resolve import resolve_side
 from decodescope.verdict.triage import triage
 
 # (label, caliber): the pair that shows a caliber mismatch, then a same-caliber repeat.
@@ -234,13 +235,13 @@ def _side_by_side(rows: list[dict[str, Any]]) -> str:
 
 
 def _write_report(st: Store, run_ids: dict[str, int], path: str | None, stamp: str) -> Path:
-    from decodescope.report import html
-    from decodescope.report.model import build_report
+    from decodescope.report import report_html
+    from decodescope.report.document import build_report
 
     runs = [sr.get_run(st, run_ids["code-rewrite"]), sr.get_run(st, run_ids["varied-prose"])]
     report = build_report(runs, generated_at=time.time(), title="decodescope demo: caliber mismatch")
     target = Path(path) if path else (Path(platformdirs.user_data_dir("decodescope")) / "reports"
                                       / f"demo-{stamp}.html")
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(html.render(report), encoding="utf-8")
+    target.write_text(report_html.render(report), encoding="utf-8")
     return target

@@ -26,16 +26,16 @@ from typing import Any
 import click
 import platformdirs
 
-from decodescope.caliber.load import resolve
+from decodescope.caliber.resolve import resolve
 from decodescope.cli.common import emit
-from decodescope.cli.probe_setup import build_observers, collect_fp
 from decodescope.errors import EngineError
 from decodescope.exitcodes import ExitCode
-from decodescope.probe.runner import ProbeSettings, prepare, run_probe
+from decodescope.run.runner import ProbeSettings, prepare, run_probe
+from decodescope.run.setup import build_observers, collect_fp
 from decodescope.store import runs as sr
 from decodescope.store.db import Store
 from decodescope.verdict.render import render_text
-from decodescope.verdict.sides import resolve_side
+from decodescope.verdict.side_resolve import resolve_side
 from decodescope.verdict.triage import triage
 
 # Seconds per `Engine 000:` / `SpecDecoding metrics:` log line during the demo. The seed's
@@ -224,8 +224,8 @@ def _probe(st: Store, url: str, live_log: Path, cal_name: str, trials: int, labe
 
 def _write_report(st: Store, run_ids: dict[str, int], path: str | None, out_dir: Path,
                   stamp: str) -> Path:
-    from decodescope.report import html
-    from decodescope.report.model import build_report
+    from decodescope.report import report_html
+    from decodescope.report.document import build_report
 
     runs = [sr.get_run(st, i) for i in run_ids.values()]
     baseline = runs[0]  # code-rewrite on the n-gram server: both pairs are against it
@@ -234,5 +234,5 @@ def _write_report(st: Store, run_ids: dict[str, int], path: str | None, out_dir:
                           "regression")
     target = Path(path) if path else out_dir / f"demo-{stamp}-vllm.html"
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(html.render(report), encoding="utf-8")
+    target.write_text(report_html.render(report), encoding="utf-8")
     return target

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import click
 
-from decodescope.cli.common import emit, json_option
-from decodescope.doctor.report import render_doctor, run_doctor
+from decodescope.cli.common import emit
+from decodescope.console import json_option
+from decodescope.doctor.diagnose import render_doctor, run_doctor
 
 
 @click.command("doctor")

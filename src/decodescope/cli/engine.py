@@ -9,7 +9,8 @@ from typing import Any
 
 import click
 
-from decodescope.cli.common import emit, json_option
+from decodescope.cli.common import emit
+from decodescope.console import json_option
 from decodescope.engines.install import EngineInstall, InstallStep, ensure_installed
 from decodescope.engines.server import (
     DEFAULT_CTX,
@@ -250,7 +251,7 @@ class StepPrinter:
                 from rich.console import Console
                 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-                from decodescope.cli.common import raw_stream
+                from decodescope.console import raw_stream
 
                 self._bar = Progress(  # drawn with control sequences: past the output pass
                     TextColumn("build llama-server"), BarColumn(),

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from decodescope.cli.common import emit, json_option
+from decodescope.cli.common import emit
+from decodescope.console import json_option
 from decodescope.fingerprint.collect import collect_fingerprint
 from decodescope.fingerprint.render import render_fingerprint
 

@@ -17,7 +17,9 @@ from typing import Any
 
 import click
 
-from decodescope.cli.common import emit, json_option, to_jsonable, warn
+from decodescope.cli.common import emit, to_jsonable, warn
+from decodescope.console import json_option
+from decodescope.records.window import EngineWindow
 from decodescope.telemetry.logs import (
     ENGINE_NAMES,
     LogAccumulator,
@@ -34,7 +36,6 @@ from decodescope.telemetry.logs import (
 from decodescope.telemetry.logs.accumulate import MAX_WINDOWS_KEPT, spec_of
 from decodescope.telemetry.logs.notes import human_bytes
 from decodescope.telemetry.logs.reader import check_followable
-from decodescope.telemetry.window import EngineWindow
 
 
 @click.command("logs")

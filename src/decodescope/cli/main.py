@@ -13,7 +13,7 @@ import sys
 import click
 
 from decodescope import __version__
-from decodescope.cli.common import run_click
+from decodescope.console import run_click
 
 # Module name under decodescope.cli -> exposes `command`.
 SUBCOMMANDS = [
@@ -36,6 +36,11 @@ SUBCOMMANDS = [
 ]
 
 
+# Subcommands whose click command lives in their own package (the simulator runs without the
+# CLI: `python -m decodescope.sim`); every other one is decodescope.cli.<name>.
+SUBCOMMAND_MODULES = {"sim": "decodescope.sim.command"}
+
+
 class LazyGroup(click.Group):
     """Imports a subcommand's module only when that command runs (start-up stays fast)."""
 
@@ -45,7 +50,7 @@ class LazyGroup(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in SUBCOMMANDS:
             return None
-        mod = importlib.import_module(f"decodescope.cli.{cmd_name}")
+        mod = importlib.import_module(SUBCOMMAND_MODULES.get(cmd_name, f"decodescope.cli.{cmd_name}"))
         cmd: click.Command = mod.command
         return cmd
 

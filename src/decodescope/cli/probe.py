@@ -8,30 +8,24 @@ from typing import Any
 
 import click
 
-from decodescope.caliber.load import check_values, resolve
+from decodescope.caliber.resolve import check_values, resolve
 from decodescope.caliber.spec import (
     DEFAULT_RATE_REQUESTS,
     MAX_CONCURRENCY,
     Caliber,
     element_table,
 )
-from decodescope.cli.common import (
-    check_url,
-    emit,
-    json_option,
-    limit_options,
-    raw_stream,
-    store_option,
-    warn,
-)
+from decodescope.cli.common import check_url, emit, limit_options, store_option, warn
+from decodescope.console import json_option, raw_stream
 from decodescope.errors import UsageError
 from decodescope.exitcodes import ExitCode
-from decodescope.findings import Finding
-from decodescope.probe.runner import ProbeSettings, prepare, run_probe
+from decodescope.records.findings import Finding
 from decodescope.report.distributions import run_distributions
 from decodescope.report.headline import headline
 from decodescope.report.iso import with_iso
 from decodescope.report.text import render_run
+from decodescope.run.probe_side import read_api_key
+from decodescope.run.runner import ProbeSettings, prepare, run_probe
 from decodescope.store import runs as sr
 from decodescope.store.db import Store
 
@@ -45,22 +39,6 @@ def parse_labels(labels: tuple[str, ...]) -> dict[str, str]:
         k, v = item.split("=", 1)
         out[k.strip()] = v.strip()
     return out
-
-
-def read_api_key(var: str | None) -> str | None:
-    if not var:
-        return None
-    key = os.environ.get(var)
-    if not key:
-        raise UsageError(f"environment variable {var} is empty or unset", where="--api-key-env",
-                         remedy=f"export {var}=... (the variable's NAME goes to --api-key-env, never the key)")
-    try:
-        from decodescope.fingerprint.redact import register_secret
-    except ImportError:  # pragma: no cover
-        pass
-    else:
-        register_secret(key)
-    return key
 
 
 def load_options(f: Any, *, sweep: bool = False) -> Any:
@@ -198,7 +176,7 @@ def command(url: str, caliber_name: str, trials: int, labels: tuple[str, ...], m
             extra = load_line(cal)
             if extra:
                 click.echo(extra, err=True)
-        from decodescope.cli.probe_setup import build_observers, collect_fp
+        from decodescope.run.setup import build_observers, collect_fp
 
         observers = build_observers(settings, info, log_path=log_path, scrape=not no_scrape,
                                     scrape_interval_s=scrape_interval)

@@ -11,15 +11,15 @@ import click
 
 from decodescope.cli.common import store_option
 from decodescope.errors import UsageError
-from decodescope.report import html, json_export, markdown_export
-from decodescope.report.model import Report, build_report, log_window_run
+from decodescope.report import report_html, report_json, report_md
+from decodescope.report.document import Report, build_report, log_window_run
 from decodescope.store import runs as sr
 from decodescope.store.db import Store
 from decodescope.store.runs import StoredRun
-from decodescope.verdict.side import Side
-from decodescope.verdict.sides import is_log_selector
+from decodescope.verdict.side_resolve import is_log_selector
+from decodescope.verdict.side_values import Side
 
-RENDERERS = {"html": html.render, "md": markdown_export.render, "json": json_export.render}
+RENDERERS = {"html": report_html.render, "md": report_md.render, "json": report_json.render}
 SUFFIXES = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md", ".json": "json"}
 
 
@@ -98,7 +98,7 @@ def _log_run(selector: str, run_id: int, sides: dict[int, Side]) -> StoredRun:
     """An engine-log window `FILE@A..B` as a report section (its windows plotted) and a
     verdict side (compared as `triage` compares it)."""
     from decodescope.telemetry.logs.selectors import split_selector
-    from decodescope.verdict.sides import load_log_side, read_log
+    from decodescope.verdict.side_resolve import load_log_side, read_log
 
     side = load_log_side(selector)
     path, start, end = split_selector(selector)

@@ -14,13 +14,14 @@ from typing import Any
 
 import click
 
-from decodescope.cli.common import emit, json_option, store_option, to_jsonable
+from decodescope.cli.common import emit, store_option, to_jsonable
+from decodescope.console import json_option
 from decodescope.errors import StoreError
 from decodescope.redact import redact_output
-from decodescope.report.export import TABLES, to_csv
-from decodescope.report.export import rows as export_rows
 from decodescope.report.headline import headline, median_or_none
 from decodescope.report.iso import iso, with_iso
+from decodescope.report.runs_table import TABLES, to_csv
+from decodescope.report.runs_table import rows as export_rows
 from decodescope.report.table import text_table
 from decodescope.store import runs as sr
 from decodescope.store.db import SCHEMA_VERSION, Store

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import click
 
-from decodescope.cli.common import emit, json_option, store_option
+from decodescope.cli.common import emit, store_option
+from decodescope.console import json_option
 from decodescope.store.copy import CopyReport, copy_store, counts
 from decodescope.store.db import SCHEMA_VERSION, Store
 

@@ -10,12 +10,14 @@ from typing import Any
 
 import click
 
-from decodescope.caliber.load import resolve
+from decodescope.caliber.resolve import resolve
 from decodescope.caliber.spec import MAX_CONCURRENCY, Caliber
-from decodescope.cli.check import ProbeOptions, make_options, probe_options, probe_side
-from decodescope.cli.common import emit, json_option, store_option
+from decodescope.cli.check import make_options, probe_options, probe_side
+from decodescope.cli.common import emit, store_option
 from decodescope.cli.probe import derive_caliber, load_options
+from decodescope.console import json_option
 from decodescope.errors import UsageError
+from decodescope.run.probe_side import ProbeOptions
 from decodescope.store import runs as sr
 from decodescope.store.db import Store
 from decodescope.verdict.bands import DEFAULT_BANDS, load_bands
@@ -108,7 +110,7 @@ def command(url: str, caliber_list: str, concurrency_list: str | None, rate_list
             sides.append(side)
     matrix = caliber_matrix(sides, bands)
     if fmt == "md":
-        from decodescope.report.markdown import numbers_side_by_side
+        from decodescope.report.verdict_md import numbers_side_by_side
 
         sim = " [SIMULATED]" if matrix.simulated else ""
         click.echo(matrix.summary + sim + "\n\n" + numbers_side_by_side(sides, bands))
@@ -137,9 +139,9 @@ def _probe_point(store: Store, url: str, cal: Caliber, opts: ProbeOptions, warmu
                  created: list[int], quiet: bool, what: str) -> int:
     """One point of a load sweep: a probe with the same observers as `probe`."""
     from decodescope.cli.common import warn
-    from decodescope.cli.probe_setup import build_observers, collect_fp
-    from decodescope.findings import Finding
-    from decodescope.probe.runner import ProbeSettings, prepare, run_probe
+    from decodescope.records.findings import Finding
+    from decodescope.run.runner import ProbeSettings, prepare, run_probe
+    from decodescope.run.setup import build_observers, collect_fp
 
     settings = ProbeSettings(url=url, caliber=cal, trials=opts.trials, labels=dict(opts.labels),
                              model=opts.model, api_key=opts.api_key, proxy=opts.proxy,

@@ -6,12 +6,13 @@ import dataclasses
 
 import click
 
-from decodescope.cli.common import emit, json_option, store_option
+from decodescope.cli.common import emit, store_option
+from decodescope.console import json_option
 from decodescope.errors import UsageError
 from decodescope.store.db import Store
 from decodescope.verdict import thresholds as th
 from decodescope.verdict.bands import DEFAULT_BANDS, load_bands
-from decodescope.verdict.sides import SELECTOR_HELP, is_log_selector, resolve_side
+from decodescope.verdict.side_resolve import SELECTOR_HELP, is_log_selector, resolve_side
 from decodescope.verdict.triage import triage
 
 
@@ -71,7 +72,7 @@ def command(current: str, baseline_sel: str, fmt: str, min_effect: float, run_sp
     verdict = triage(base, cur, min_effect=min_effect / 100.0, bands=bands,
                      assume_same_caliber=assume_same_caliber, run_spread=run_spread / 100.0)
     if fmt == "md":
-        from decodescope.report.markdown import render_verdict_md
+        from decodescope.report.verdict_md import render_verdict_md
 
         click.echo(render_verdict_md(verdict), nl=False)
     else:

@@ -12,9 +12,9 @@ from typing import Literal
 
 import httpx
 
-from decodescope.findings import Finding
 from decodescope.fingerprint.endpoint import collect_endpoint
-from decodescope.fingerprint.redact import redact_text, redact_url
+from decodescope.records.findings import Finding
+from decodescope.redact import redact_text, redact_url
 
 # A timer step above this quantizes ITL: a verify step under speculative decoding takes
 # 5–25 ms, so a 1 ms tick is already a ≥4% error on one step.

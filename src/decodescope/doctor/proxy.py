@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from decodescope.fingerprint.redact import redact_url
+from decodescope.redact import redact_url
 
 HTTPX_PROXY_SCHEMES = ("http", "https", "socks5", "socks5h")
 

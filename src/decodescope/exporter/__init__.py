@@ -5,10 +5,10 @@
     run_check(spec, store_path) -> Outcome   (never raises)
 """
 
+from decodescope.exporter.check_job import run_check
 from decodescope.exporter.collector import CheckState, FleetCollector
 from decodescope.exporter.config import CheckSpec, FleetConfig, load_config, parse_config
 from decodescope.exporter.outcome import Outcome
-from decodescope.exporter.run import run_check
 from decodescope.exporter.service import Exporter
 
 __all__ = ["CheckSpec", "CheckState", "Exporter", "FleetCollector", "FleetConfig", "Outcome",

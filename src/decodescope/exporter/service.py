@@ -12,10 +12,10 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, generate_latest, start_http_server
 
+from decodescope.exporter.check_job import run_check
 from decodescope.exporter.collector import CheckState, FleetCollector
 from decodescope.exporter.config import FleetConfig
 from decodescope.exporter.outcome import Outcome
-from decodescope.exporter.run import run_check
 
 
 class Exporter:

@@ -13,8 +13,8 @@ import os
 import re
 from pathlib import Path
 
-from decodescope.fingerprint.model import Item
-from decodescope.fingerprint.redact import redact_text
+from decodescope.fingerprint.record import Item
+from decodescope.redact import redact_text
 
 LOG_TAIL_BYTES = 32 * 1024 * 1024  # read at most the last 32 MiB: starts are rarely older
 MAX_LINES = 200  # selection lines kept; a launch prints a few dozen at most

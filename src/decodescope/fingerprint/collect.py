@@ -18,12 +18,12 @@ import httpx
 from decodescope.fingerprint.backend import collect_backend
 from decodescope.fingerprint.endpoint import collect_endpoint
 from decodescope.fingerprint.host import collect_host
-from decodescope.fingerprint.model import Fingerprint, Item
 from decodescope.fingerprint.nvml import NO_LOAD_LABEL, GpuSampler, collect_gpu, sampled_items
 from decodescope.fingerprint.packages import collect_packages
 from decodescope.fingerprint.process import collect_process
-from decodescope.fingerprint.redact import redact_obj, redact_url
+from decodescope.fingerprint.record import Fingerprint, Item
 from decodescope.fingerprint.repos import collect_repos
+from decodescope.redact import redact_obj, redact_url
 
 # Shortest clock sample taken while collecting: a few reads so min/median/max exist.
 MIN_SAMPLE_S = 0.5

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from decodescope.evidence import EvidenceRow, EvidenceStatus
-from decodescope.fingerprint.model import Fingerprint
 from decodescope.fingerprint.nvml import NO_LOAD_LABEL
+from decodescope.fingerprint.record import Fingerprint
+from decodescope.records.evidence import EvidenceRow, EvidenceStatus
 
 # Sampled SM clock medians within this fraction count as equal: a locked clock's median moves
 # ≲1% between runs (seed: 1395 MHz under a 1400 lock); a lost offset or lock moves it ≥5%.

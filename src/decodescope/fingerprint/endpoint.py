@@ -15,8 +15,8 @@ from typing import Any
 
 import httpx
 
-from decodescope.fingerprint.model import Item
-from decodescope.fingerprint.redact import redact_obj, redact_text
+from decodescope.fingerprint.record import Item
+from decodescope.redact import redact_obj, redact_text
 
 KNOWN_ENGINES = ("vllm", "sglang", "llamacpp")
 # Keys of /props whose values are long text: kept as a hash + length, not verbatim.

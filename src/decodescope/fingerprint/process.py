@@ -20,8 +20,8 @@ from urllib.parse import urlsplit
 
 import psutil
 
-from decodescope.fingerprint.model import Item
-from decodescope.fingerprint.redact import redact_cmdline, redact_env, redact_text
+from decodescope.fingerprint.record import Item
+from decodescope.redact import redact_cmdline, redact_env, redact_text
 
 # Variables that change what the engine runs: preloaded allocators (LD_PRELOAD: tcmalloc,
 # jemalloc, iomp), the library path, inductor / triton compile settings, and the OpenMP /

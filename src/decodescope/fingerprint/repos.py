@@ -16,10 +16,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from decodescope.fingerprint.model import Item
 from decodescope.fingerprint.packages import Interpreter
 from decodescope.fingerprint.process import ServerProcess
-from decodescope.fingerprint.redact import redact_text
+from decodescope.fingerprint.record import Item
+from decodescope.redact import redact_text
 
 GIT_TIMEOUT_S = 5.0
 GREP_MAX_S = 5.0  # the seed's grep over a vLLM install takes ~1 s; more means a huge tree

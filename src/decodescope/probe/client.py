@@ -47,7 +47,7 @@ from decodescope.errors import (
 )
 from decodescope.probe.h1 import H1Pool
 from decodescope.probe.sse import SSEParser
-from decodescope.probe.trace import Chunk, RequestTrace
+from decodescope.records.trace import Chunk, RequestTrace
 
 Clock = Callable[[], float]
 _Row = tuple[float, str, str, int | None, str | None]  # a Chunk's fields, in order
@@ -89,7 +89,7 @@ def current_limits() -> StreamLimits:
 def stream_limits(idle_timeout_s: float | None = None,
                   deadline_s: float | None = None) -> Iterator[StreamLimits]:
     """Limits for the clients made and requests sent inside this block (the CLI's --timeout
-    and --deadline reach probe/runner.py this way); None keeps the current value."""
+    and --deadline reach run/runner.py this way); None keeps the current value."""
     cur = current_limits()
     new = replace(cur, idle_timeout_s=cur.idle_timeout_s if idle_timeout_s is None else idle_timeout_s,
                   deadline_s=cur.deadline_s if deadline_s is None else deadline_s)

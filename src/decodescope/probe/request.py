@@ -58,3 +58,10 @@ def build_body(caliber: Caliber, model: str | None, prompt: str,
         body["ignore_eos"] = True
     body.update(s.extra)
     return body
+
+
+def with_seed(body: dict[str, Any], cal: Caliber, index: int) -> dict[str, Any]:
+    """Request `index`'s body under the caliber's seed schedule (the base seed + index)."""
+    if cal.seed_schedule is None or cal.sampling.seed is None:
+        return body
+    return {**body, "seed": cal.sampling.seed + index}

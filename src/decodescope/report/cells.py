@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from decodescope.report.model import RunSection
+from decodescope.report.document import RunSection
 
 NONE = "—"
 

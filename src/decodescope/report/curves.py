@@ -10,10 +10,10 @@ import math
 import statistics
 from collections.abc import Callable, Sequence
 
-from decodescope.probe.metrics import decode_rate_by_position, token_points
-from decodescope.probe.trace import RequestTrace
+from decodescope.records.request_metrics import decode_rate_by_position, token_points
+from decodescope.records.trace import RequestTrace
+from decodescope.records.window import EngineWindow
 from decodescope.store.runs import StoredRun
-from decodescope.telemetry.window import EngineWindow
 
 Point = tuple[float, float | None]
 DECIDING_SOURCES = ("prometheus", "log", "request")  # engine window sources, best first

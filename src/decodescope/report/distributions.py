@@ -4,7 +4,7 @@ the numbers `vllm bench serve`, AIPerf and guidellm print, in the glossary's wor
 - TTFT, TTFOT, e2e latency: one value per request (send -> first token, first output token,
   last byte).
 - ITL: every token gap of every request, pooled (a chunk of n tokens after a gap g gives n
-  samples of g/n, as probe/metrics.py defines it).
+  samples of g/n, as records/request_metrics.py defines it).
 - TPOT: per request, (e2e − TTFT) / (output tokens − 1) (vLLM's definition).
 - throughput, **per request**: the decode rate of one stream (tokens/s after the steady-state
   start), the number the verdict uses; **all requests**: output tokens of all requests of a
@@ -12,7 +12,7 @@ the numbers `vllm bench serve`, AIPerf and guidellm print, in the glossary's wor
 
 Latencies cover the ok requests of ok trials (the requests the client numbers cover);
 throughputs are per trial, summarized by the median over trials like every other per-trial
-number. Each distribution is the one Summary type (analysis/summary.py) plus p50 (= its
+number. Each distribution is the one Summary type (records/summary.py) plus p50 (= its
 median) and p90, which the peers print and Summary does not hold.
 """
 
@@ -21,9 +21,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from decodescope.analysis.summary import Summary, percentile
-from decodescope.probe.metrics import compute, token_points
-from decodescope.probe.trace import RequestTrace
+from decodescope.records.request_metrics import compute, token_points
+from decodescope.records.summary import Summary, percentile
+from decodescope.records.trace import RequestTrace
 from decodescope.store.runs import StoredRun
 
 LATENCIES = (("ttft_s", "TTFT"), ("ttfot_s", "TTFOT"), ("itl_s", "ITL"), ("tpot_s", "TPOT"),

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
-from decodescope.report.export import run_row, to_csv
 from decodescope.report.plotdata import Plot, Series
+from decodescope.report.runs_table import run_row, to_csv
 from decodescope.report.table import text_table
 from decodescope.store.runs import StoredRun
 
@@ -26,7 +26,7 @@ LOAD_AXES = {"concurrency": "concurrency (requests in flight)",
 class LoadPoint:
     axis: str  # "concurrency" | "request_rate"
     value: float
-    row: dict[str, Any]  # report.export.run_row of the point's run
+    row: dict[str, Any]  # report.runs_table.run_row of the point's run
 
     @property
     def run_id(self) -> int:
@@ -130,8 +130,8 @@ def plots(s: LoadSweep) -> tuple[Plot, ...]:
 
 def render_html(s: LoadSweep) -> str:
     """A self-contained page: the table and the plots (inline SVG, no script)."""
-    from decodescope.report.html import CSP, _css, _plots
-    from decodescope.report.html import _table as table
+    from decodescope.report.report_html import CSP, _css, _plots
+    from decodescope.report.report_html import _table as table
 
     title = f"decodescope load sweep: {s.caliber}" + (" [SIMULATED]" if s.simulated else "")
     rows = [(f"{p.value:g}", str(p.run_id), _num(p.row["decode_rate_tok_s"]),

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import sys
 
-from decodescope.cli.common import run_click
-from decodescope.cli.sim import command
+from decodescope.console import run_click
+from decodescope.sim.command import command
 
 
 def main(argv: list[str] | None = None) -> int:

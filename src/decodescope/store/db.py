@@ -29,7 +29,7 @@ from urllib.parse import quote
 
 import platformdirs
 
-from decodescope.errors import StoreError
+from decodescope.errors import StoreError, store_error
 from decodescope.redact import redact_record
 
 ENV_STORE = "DECODESCOPE_STORE"
@@ -113,30 +113,6 @@ def is_postgres_url(location: object) -> bool:
     """True for a `postgresql://` / `postgres://` store location (any case)."""
     return isinstance(location, str) and location.strip().lower().startswith(
         ("postgresql://", "postgres://"))
-
-
-DAMAGED_REMEDY = ("Move the file aside and let the next probe start a new store; "
-                  "`sqlite3 FILE .recover` can salvage its runs")
-
-
-def store_error(exc: sqlite3.Error, where: str) -> StoreError:
-    """The one-line StoreError for an SQLite failure: cause + path + what to do."""
-    text = str(exc) or type(exc).__name__
-    low = text.lower()
-    if "malformed" in low or "not a database" in low or "corrupt" in low:
-        return StoreError(f"the run store is damaged: {text}", where=where, remedy=DAMAGED_REMEDY)
-    if "readonly" in low or "read-only" in low:
-        return StoreError(f"the run store is read-only: {text}", where=where,
-                          remedy="Read commands (runs list/show/export) work on it; write with another --store")
-    if "locked" in low or "busy" in low:
-        return StoreError(f"the run store stayed locked by another process: {text}", where=where,
-                          remedy="Wait for the other decodescope process to finish, then rerun")
-    if "no such table" in low or "no such column" in low:
-        return StoreError(f"the run store lacks a table this command needs: {text}", where=where,
-                          remedy="Run any write command (e.g. `decodescope probe`) once to upgrade it")
-    return StoreError(f"run store error: {text}", where=where,
-                      remedy="Check the file and its permissions, or pass another --store")
-
 
 
 def check_migrations(done: set[str] | None, where: str, read_only: bool) -> None:

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from decodescope.errors import StoreError
-from decodescope.probe.trace import RequestTrace
+from decodescope.records.trace import RequestTrace
+from decodescope.records.window import EngineWindow
 from decodescope.redact import REDACTED, redact_record, redact_text, registered_secrets
 from decodescope.store.db import Store, dumps, dumps_redacted, loads
-from decodescope.telemetry.window import EngineWindow
 
 RUN_STATUSES = ("running", "complete", "interrupted", "failed")
 # Not stored: how a `running` run whose writer process is gone reads (see `writer_gone`).

@@ -1,7 +1,7 @@
 """Prometheus `/metrics`: parse one scrape, and turn consecutive scrapes into engine windows.
 
 Pure functions over text and `Scrape` records; the thread that fetches them lives in
-`telemetry/observers.py`. Names per engine: docs/telemetry.md and
+`run/observers.py`. Names per engine: docs/telemetry.md and
 shared/reference/engine-formats.md §1.3 (vLLM), §2.2 (SGLang), §3 (llama.cpp).
 
 - Samples of one name are summed over label sets (data-parallel `engine="0".."N"`); the
@@ -22,7 +22,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from decodescope.telemetry.window import EngineWindow
+from decodescope.records.window import EngineWindow
 
 # Canonical counter keys -> exposed sample name, per engine prefix.
 COUNTER_NAMES: dict[str, dict[str, str]] = {

@@ -2,7 +2,7 @@
 statistics, the step rate × MAL decomposition, MAL bands and an evidence chain.
 
     triage(baseline, current) -> Verdict     verdict/triage.py (pure)
-    resolve_side(selector, ...) -> Side      verdict/sides.py (store, log files)
+    resolve_side(selector, ...) -> Side      verdict/side_resolve.py (store, log files)
     for_verdict(verdict) -> ExitCode         the exit-code API (README "Exit codes")
 """
 

@@ -14,12 +14,12 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from decodescope.evidence import EvidenceRow
 from decodescope.exitcodes import ExitCode
+from decodescope.records.evidence import EvidenceRow
 from decodescope.verdict import thresholds as th
 from decodescope.verdict.bands import DEFAULT_BANDS, Band, describe
 from decodescope.verdict.baseline import Baseline
-from decodescope.verdict.side import Side
+from decodescope.verdict.side_values import Side
 
 CheckStatus = Literal["OK", "BELOW_FLOOR", "BELOW_BAND", "ABOVE_BAND", "CONTAMINATED",
                       "INCONCLUSIVE"]

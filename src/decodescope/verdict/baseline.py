@@ -20,7 +20,7 @@ from decodescope.errors import StoreError, UsageError
 from decodescope.store.db import Store
 from decodescope.store.runs import StoredRun
 from decodescope.verdict import thresholds as th
-from decodescope.verdict.side import side_from_runs
+from decodescope.verdict.side_values import side_from_runs
 
 SPEC_VERSION = 1  # spec_json layout; v1: band, floor, runs, source, values, length decay
 

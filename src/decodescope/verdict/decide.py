@@ -14,8 +14,9 @@ Order:
       decode rate's direction and survives Holm's correction over the two components; else
       "decode rate" (split unknown or within noise).
    b. stalls appeared while the decode rate between them did not move (a narrow interval)
-      → REGRESSION (stalls) when the time lost to them is beyond the minimum effect: a user
-      sees it, but it is not a step-rate regression.
+      → REGRESSION (stalls) when the time lost to them is beyond the minimum effect and they
+      recur (in ≥ STALL_MIN_UNITS units and most units of that side): a user sees it, but it
+      is not a step-rate regression. A pause in fewer units is a note (rerun), not a verdict.
    c. the interval is too wide to rule out a ±10 % change → INCONCLUSIVE ("≥ N trials per side")
    d. otherwise NO_CHANGE; a component that moved while the decode rate did not is a note.
 
@@ -27,9 +28,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from decodescope.verdict import thresholds as th
-from decodescope.verdict.model import CaliberComparison, VerdictKind, acceptance
-from decodescope.verdict.side import Side
+from decodescope.verdict.side_values import Side
 from decodescope.verdict.stats import Change, holm, pct
+from decodescope.verdict.types import CaliberComparison, VerdictKind, acceptance
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,28 @@ def stall_share(s: Side) -> float | None:
     return float(v) if v is not None else None
 
 
+def stalls_recur(s: Side) -> tuple[int, int] | None:
+    """(units with a stall, units measured) on a side; None when units carry no stall share
+    (log windows, runs stored before per-trial stalls)."""
+    shares = s.values("stall_time_share")
+    if not shares:
+        return None
+    return sum(1 for v in shares if v > 0), len(shares)
+
+
+def _one_off(s: Side) -> str | None:
+    """The note for stalls that do not recur on this side, or None when they do (or when
+    recurrence cannot be told)."""
+    seen = stalls_recur(s)
+    if seen is None:
+        return None
+    hit, n = seen
+    if hit >= th.STALL_MIN_UNITS and 2 * hit > n:
+        return None
+    return (f"stalls in {hit} of {n} {s.unit_name}s of {s.name}: a pause that did not recur "
+            "(a busy host can cause one) is not judged; rerun to see whether it comes back")
+
+
 def decide(b: Side, c: Side, ch: dict[str, Change], cal: CaliberComparison, *,
            min_effect: float = th.MIN_EFFECT, assume_same_caliber: bool = False) -> Decision:
     d, s = ch["decode"], ch["step_rate"]
@@ -136,9 +159,13 @@ def decide(b: Side, c: Side, ch: dict[str, Change], cal: CaliberComparison, *,
                          "(left out of the decode rate)")
         return Decision(kind, cause or "decode rate", None, tuple(notes))
     if abs(stall_gain) >= min_effect and d.status != "undecidable":
-        kind = "REGRESSION" if stall_gain > 0 else "IMPROVEMENT"
-        return Decision(kind, "stalls", None, (
-            f"between stalls the decode rate did not move ({d.describe()})",))
+        one_off = _one_off(c if stall_gain > 0 else b)
+        if one_off is None:
+            kind = "REGRESSION" if stall_gain > 0 else "IMPROVEMENT"
+            return Decision(kind, "stalls", None, (
+                f"between stalls the decode rate did not move ({d.describe()})",))
+        notes.append(one_off)
+        stall_gain = 0.0  # judged: not repeated as "stalls changed too" below
     if d.status == "undecidable":
         wide = [x for x in (d, acc, s) if x.status == "undecidable"]
         needed = [x.trials_needed for x in wide]

@@ -20,8 +20,8 @@ from collections.abc import Sequence
 
 from decodescope.verdict import thresholds as th
 from decodescope.verdict.bands import Band, bands_fit, classify, describe
-from decodescope.verdict.model import CaliberComparison, fmt_num
-from decodescope.verdict.side import Side
+from decodescope.verdict.side_values import Side
+from decodescope.verdict.types import CaliberComparison, fmt_num
 
 # MAL moving by more than this (relative) between two sides whose caliber is not established is
 # reported as "mismatch suspected": MAL follows content (the seed: code 4–5, chat 2.5–3).

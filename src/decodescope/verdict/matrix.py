@@ -9,8 +9,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from decodescope.verdict.bands import DEFAULT_BANDS, Band, classify
-from decodescope.verdict.decomposition import share
-from decodescope.verdict.side import Side
+from decodescope.verdict.rate_change import share
+from decodescope.verdict.side_values import Side
 
 
 @dataclass(frozen=True)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from decodescope.evidence import render_rows
+from decodescope.records.evidence import render_rows
 from decodescope.verdict.bands import describe
-from decodescope.verdict.model import fmt_num
-from decodescope.verdict.side import Side, coverage_differs
+from decodescope.verdict.side_values import Side, coverage_differs
 from decodescope.verdict.triage import Verdict
+from decodescope.verdict.types import fmt_num
 
 WIDTH = 96  # the headline's exit-code tag is right-aligned to this column
 

@@ -23,6 +23,11 @@ MAX_TRIALS_SUGGESTED = 1000  # "≥ N trials" beyond this is reported as "more t
 # dedicated server; `triage --run-spread` sets it for a shared or noisy host, and
 # bench/bench_run_noise.py measures it on the machine at hand (docs/methodology.md §5).
 RUN_TO_RUN_SD = 0.01
+# Stalls decide a verdict only when they recur: in at least this many units of the side that
+# has more of them, and in most of its units. One pause in one trial (the host descheduled
+# the server for 80 ms while the probe ran) is a note with "rerun", not a REGRESSION: a test
+# run read exactly that on an unchanged simulator while the 2-core host was busy.
+STALL_MIN_UNITS = 2
 
 # -- decomposition -----------------------------------------------------------------------------
 # Below this |ln(D2/D1)| (≈ 0.5 %) shares of a delta are noise divided by noise: not printed.

@@ -3,7 +3,7 @@
 The decision order is in `decide.py` (docs/methodology.md, "Verdicts"): the headline is
 about the decode rate; MAL and step rate only attribute a change the decode rate shows.
 
-Pure: no I/O; `sides.py` builds the Side values.
+Pure: no I/O; `side_resolve.py` builds the Side values.
 """
 
 from __future__ import annotations
@@ -13,21 +13,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from decodescope.caliber.spec import element_table
-from decodescope.evidence import EvidenceRow
+from decodescope.records.evidence import EvidenceRow
 from decodescope.verdict import thresholds as th
 from decodescope.verdict.bands import DEFAULT_BANDS, Band, classify
 from decodescope.verdict.decide import Decision, decide
-from decodescope.verdict.decomposition import Decomposition, decompose
-from decodescope.verdict.evidence_rows import evidence_rows
-from decodescope.verdict.model import (
+from decodescope.verdict.evidence_chain import evidence_rows
+from decodescope.verdict.rate_change import Decomposition, decompose
+from decodescope.verdict.side_values import Side
+from decodescope.verdict.stats import Change, pct, relative_change
+from decodescope.verdict.types import (
     CaliberComparison,
     CaliberRow,
     Context,
     VerdictKind,
     changed_word,
 )
-from decodescope.verdict.side import Side
-from decodescope.verdict.stats import Change, pct, relative_change
 from decodescope.verdict.wording import headline, next_steps
 
 

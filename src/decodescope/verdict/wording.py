@@ -5,10 +5,10 @@ from __future__ import annotations
 import shlex
 
 from decodescope.verdict import thresholds as th
-from decodescope.verdict.decomposition import share
-from decodescope.verdict.model import Context, acceptance
-from decodescope.verdict.side import Side
+from decodescope.verdict.rate_change import share
+from decodescope.verdict.side_values import Side
 from decodescope.verdict.stats import Change, pct
+from decodescope.verdict.types import Context, acceptance
 
 # Built-in calibers that reproduce each MAL band's content, for "probe the same caliber".
 CALIBER_FOR_BAND = {
@@ -221,7 +221,7 @@ def _ref(ctx: Context) -> str | None:
 
 
 def _is_builtin(ref: str) -> bool:
-    from decodescope.caliber.load import builtin_calibers
+    from decodescope.caliber.resolve import builtin_calibers
 
     return ref in builtin_calibers()
 

@@ -14,16 +14,16 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from decodescope.analysis.summary import Summary, percentile
+from decodescope.records.summary import Summary, percentile
+from decodescope.records.window import EngineWindow
 from decodescope.telemetry.logs.bins import Binner
+from decodescope.telemetry.logs.log_summary import EngineSeen, IdleGap, LogSummary
 from decodescope.telemetry.logs.notes import notes_for
+from decodescope.telemetry.logs.parse_counts import ParseCounts
 from decodescope.telemetry.logs.pipeline import Selection, iter_windows
 from decodescope.telemetry.logs.reader import check_log_path, head_bytes
-from decodescope.telemetry.logs.records import ParseCounts
 from decodescope.telemetry.logs.selectors import parse_time
 from decodescope.telemetry.logs.steps import FULL_COVERAGE, step_info
-from decodescope.telemetry.logs.summary import EngineSeen, IdleGap, LogSummary
-from decodescope.telemetry.window import EngineWindow
 
 IDLE_GAP_FACTOR = 1.5  # a gap: next window ends more than 1.5 intervals after this one
 IDLE_GAP_MIN_S = 2.0  # stamps have 1 s resolution: a shorter gap is rounding

@@ -15,9 +15,9 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
+from decodescope.records.window import EngineWindow
 from decodescope.telemetry.logs.clock import Clock, elapsed_s
-from decodescope.telemetry.logs.records import ParseCounts, Unparsed
-from decodescope.telemetry.window import EngineWindow
+from decodescope.telemetry.logs.parse_counts import ParseCounts, Unparsed
 
 ENGINE = "llamacpp"
 KEYWORDS = (b"eval time =", b"total time =", b"draft acceptance", b"#gen drafts", b"stop processing")

@@ -5,12 +5,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from decodescope.findings import Finding
-from decodescope.telemetry.logs.records import ParseCounts
+from decodescope.records.findings import Finding
+from decodescope.telemetry.logs.parse_counts import ParseCounts
 
 if TYPE_CHECKING:
+    from decodescope.telemetry.logs.log_summary import LogSummary
     from decodescope.telemetry.logs.pipeline import Selection
-    from decodescope.telemetry.logs.summary import LogSummary
 
 DAY_S = 86400.0
 

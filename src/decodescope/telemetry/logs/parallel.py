@@ -21,9 +21,10 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from multiprocessing import get_context
 
+from decodescope.records.window import EngineWindow
 from decodescope.telemetry.logs.clock import Clock
+from decodescope.telemetry.logs.parse_counts import ParseCounts
 from decodescope.telemetry.logs.pipeline import LineReader
-from decodescope.telemetry.logs.records import ParseCounts
 from decodescope.telemetry.logs.seek import YearRule, probe, read_head
 from decodescope.telemetry.logs.segments import (
     RangeInfo,
@@ -33,7 +34,6 @@ from decodescope.telemetry.logs.segments import (
     signature,
     supported,
 )
-from decodescope.telemetry.window import EngineWindow
 
 PARALLEL_MIN_BYTES = 32 << 20  # below this a worker costs more than it saves
 WARMUP_BYTES = 2 << 20  # lines read before a range to rebuild the state (hours of stats)

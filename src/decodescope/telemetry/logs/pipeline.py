@@ -18,9 +18,11 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from decodescope.errors import UsageError
+from decodescope.records.window import EngineWindow
 from decodescope.telemetry.logs import llamacpp, sglang, vllm
 from decodescope.telemetry.logs.clock import Clock, strip_ansi
 from decodescope.telemetry.logs.llamacpp import LlamacppAssembler
+from decodescope.telemetry.logs.parse_counts import ParseCounts, Unparsed
 from decodescope.telemetry.logs.reader import (
     FOLLOW_POLL_S,
     _block_lines,
@@ -30,11 +32,9 @@ from decodescope.telemetry.logs.reader import (
     follow_blocks,
     read_lines,
 )
-from decodescope.telemetry.logs.records import ParseCounts, Unparsed
 from decodescope.telemetry.logs.selectors import TimeSpec
 from decodescope.telemetry.logs.sglang import SglangAssembler
 from decodescope.telemetry.logs.vllm_windows import VllmAssembler
-from decodescope.telemetry.window import EngineWindow
 
 ENGINE_NAMES = ("vllm", "sglang", "llamacpp")
 IDLE_FLUSH_S = 2.0  # follow mode: emit held windows after this long without new lines

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO, Protocol
 
 from decodescope.errors import UsageError
-from decodescope.telemetry.logs.records import ParseCounts
+from decodescope.telemetry.logs.parse_counts import ParseCounts
 
 READ_BYTES = 1 << 20  # read and search unit: stays in CPU cache across the keyword passes
 FOLLOW_POLL_S = 0.25  # how often follow mode looks for new data, rotation and truncation

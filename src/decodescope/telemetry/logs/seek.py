@@ -23,13 +23,13 @@ import os
 from dataclasses import dataclass
 from typing import BinaryIO
 
+from decodescope.records.window import EngineWindow
 from decodescope.telemetry.logs import vllm
 from decodescope.telemetry.logs.clock import Clock, stamp_fields
+from decodescope.telemetry.logs.parse_counts import ParseCounts
 from decodescope.telemetry.logs.pipeline import LineReader, Selection
 from decodescope.telemetry.logs.reader import read_lines
-from decodescope.telemetry.logs.records import ParseCounts
 from decodescope.telemetry.logs.segments import RangeInfo, copy_config, read_range, supported
-from decodescope.telemetry.window import EngineWindow
 
 SEEK_MIN_BYTES = 64 << 20  # smaller files are read whole: that takes well under a second
 HEAD_BYTES = 4 << 20  # the head read: engine, launch config, first window, first stamp

@@ -21,11 +21,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from decodescope.records.window import EngineWindow
+from decodescope.telemetry.logs.parse_counts import ParseCounts
 from decodescope.telemetry.logs.pipeline import LineReader
 from decodescope.telemetry.logs.reader import read_lines
-from decodescope.telemetry.logs.records import ParseCounts
 from decodescope.telemetry.logs.vllm_windows import VllmAssembler
-from decodescope.telemetry.window import EngineWindow
 
 CONFIG_FIELDS = ("_k_config", "spec_method", "spec_configured", "_k_lines", "config_known")
 

@@ -17,10 +17,10 @@ import statistics
 from collections import deque
 from typing import NamedTuple
 
+from decodescope.records.window import EngineWindow
 from decodescope.telemetry.logs.clock import Clock
 from decodescope.telemetry.logs.fields import split_fields
-from decodescope.telemetry.logs.records import ParseCounts, Unparsed
-from decodescope.telemetry.window import EngineWindow
+from decodescope.telemetry.logs.parse_counts import ParseCounts, Unparsed
 
 ENGINE = "sglang"
 DECODE_KEY = "Decode batch"

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from decodescope.telemetry.window import EngineWindow
+from decodescope.records.window import EngineWindow
 
 FULL_COVERAGE = 0.97  # drafts ≥ 97 % of steps: every step drafts (rounding of rebuilt tokens)
 REBUILT_TOLERANCE = 0.02  # rebuilt generated tokens: ±2 % (throughput printed per interval)

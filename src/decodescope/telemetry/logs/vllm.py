@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from decodescope.telemetry.logs.clock import Clock
 from decodescope.telemetry.logs.fields import Fields, split_fields
-from decodescope.telemetry.logs.records import ParseCounts, Unparsed
+from decodescope.telemetry.logs.parse_counts import ParseCounts, Unparsed
 
 ENGINE = "vllm"
 STATS_KEY = "Avg prompt throughput: "

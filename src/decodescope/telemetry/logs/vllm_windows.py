@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from collections import deque
 
-from decodescope.telemetry.logs.records import ParseCounts
+from decodescope.records.window import EngineWindow
+from decodescope.telemetry.logs.parse_counts import ParseCounts
 from decodescope.telemetry.logs.vllm import VConfig, VSpec, VStats
-from decodescope.telemetry.window import EngineWindow
 
 # Default stats interval when spacing cannot tell: V1 VLLM_LOG_STATS_INTERVAL=10 s; early V1
 # `_LOCAL_LOGGING_INTERVAL_SEC = 5.0`; V0 local_interval 5 s.

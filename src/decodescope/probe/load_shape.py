@@ -20,8 +20,8 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from decodescope.caliber.spec import Caliber
-from decodescope.probe.request import build_body
-from decodescope.probe.trace import RequestTrace
+from decodescope.probe.request import build_body, with_seed
+from decodescope.records.trace import RequestTrace
 
 Send = Callable[[int], Awaitable[RequestTrace]]  # request j of the trial -> its trace
 ARRIVAL_SEED = 0x5EED  # base of the arrival PRNG's seed (plus the trial index)
@@ -43,8 +43,6 @@ class RequestBodies:
         return build_body(self.cal, self.model, entry.prompt or "", entry.messages)
 
     def body(self, j: int) -> dict[str, Any]:
-        from decodescope.probe.runner import with_seed
-
         base = self.base if self.sampler is None else self._from_entry(self.sampler.entry(j))
         return with_seed(base, self.cal, j)
 

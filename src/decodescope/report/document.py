@@ -1,7 +1,7 @@
 """The report as data: runs, their numbers, the comparison and the plots (pure).
 
-Built from stored runs by `build_report`; rendered by `report.html`, `report.markdown_export`
-and `report.json_export`. Numbers stay numbers here (None = no data); renderers format them.
+Built from stored runs by `build_report`; rendered by `report.report_html`, `report.report_md`
+and `report.report_json`. Numbers stay numbers here (None = no data); renderers format them.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from typing import Any
 
 from decodescope import __version__
 from decodescope.report import curves
-from decodescope.report import markdown as md
+from decodescope.report import verdict_md as md
 from decodescope.report.comparison import Comparison, Judge, compare, with_result
 from decodescope.report.distributions import run_distributions
 from decodescope.report.plotdata import Plot, all_plots
 from decodescope.store.runs import StoredRun
-from decodescope.verdict.side import Side, side_from_runs
+from decodescope.verdict.side_values import Side, side_from_runs
 
 REPORT_SCHEMA_VERSION = 1  # bump with a note in docs/reports.md when a field changes meaning
 REPORT_KIND = "decodescope.report"
@@ -132,7 +132,7 @@ def log_window_run(side: Side, windows: Sequence[Any], selector: str, run_id: in
 
 def side_by_side_row(run: StoredRun, side: Side | None = None) -> dict[str, str]:
     """One row of the seed's "Numbers side by side" table, worded as `decodescope triage`
-    words it (report.markdown), so the report and the verdict agree cell for cell."""
+    words it (report.verdict_md), so the report and the verdict agree cell for cell."""
     side = side or side_from_runs([run])
     return {"caliber": md.caliber_cell(side), "decode": md.decode_cell(side),
             "mal": md.mal_cell(side), "source": side.source}

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from decodescope.analysis.summary import Summary
-from decodescope.findings import Finding
+from decodescope.records.findings import Finding
+from decodescope.records.summary import Summary
+from decodescope.records.window import EngineWindow
 from decodescope.telemetry.logs.bins import WindowBin
-from decodescope.telemetry.window import EngineWindow
 
 SCHEMA_VERSION = 1
 SHORT_SPAN_S = 600.0  # spans shorter than this are shown with seconds

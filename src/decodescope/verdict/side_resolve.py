@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from decodescope.errors import StoreError, UsageError
+from decodescope.records.window import EngineWindow
 from decodescope.store import runs as store_runs
 from decodescope.store.db import Store
 from decodescope.store.runs import StoredRun
-from decodescope.telemetry.window import EngineWindow
-from decodescope.verdict.side import Side, side_from_runs, side_from_windows
+from decodescope.verdict.side_values import Side, side_from_runs, side_from_windows
 
 SELECTOR_HELP = ("a run id (42), `last`, a run label key=value, a baseline name, or an engine "
                  "log window FILE@START..END (e.g. engine.log@23:30..23:45)")
@@ -54,7 +54,7 @@ def resolve_side(selector: str, *, store: Store | None, engine: str | None = Non
 def _builtin(ref: str | None) -> bool:
     if not ref:
         return True
-    from decodescope.caliber.load import builtin_calibers
+    from decodescope.caliber.resolve import builtin_calibers
 
     return ref in builtin_calibers()
 
@@ -67,7 +67,7 @@ def find_caliber_file(identity: str | None) -> str | None:
     for a runnable "Next" command when the run did not store its caliber file's path."""
     if not identity:
         return None
-    from decodescope.caliber.load import load_file
+    from decodescope.caliber.resolve import load_file
     from decodescope.errors import DecodescopeError
 
     for d in CALIBER_DIRS:

@@ -1,4 +1,4 @@
-"""What runs beside a probe: the Prometheus scraper and the engine-log tail (probe/observe.py).
+"""What runs beside a probe: the Prometheus scraper and the engine-log tail (run/observe.py).
 
 Both are threads that only observe; a failure becomes a Finding, never a failed probe.
 """
@@ -12,15 +12,15 @@ from collections.abc import Callable, Iterable, Iterator
 import httpx
 
 from decodescope.analysis.contamination import flag_contaminated
-from decodescope.findings import Finding
-from decodescope.probe.observe import ObserverResult
+from decodescope.records.findings import Finding
+from decodescope.records.window import EngineWindow
+from decodescope.run.observe import ObserverResult
 from decodescope.telemetry.prometheus import (
     Scrape,
     count_resets,
     parse_metrics,
     windows_from_scrapes,
 )
-from decodescope.telemetry.window import EngineWindow
 
 DEFAULT_SCRAPE_INTERVAL_S = 1.0  # the longest interval: fine for 10 s+ trials, cheap for the engine
 # The interval adapts to the expected trial length so that each trial's steady state holds
@@ -247,9 +247,9 @@ def default_follow(engine: str | None, poll_s: float) -> LogFollow:
     import os
 
     from decodescope.telemetry.logs.clock import Clock
+    from decodescope.telemetry.logs.parse_counts import ParseCounts
     from decodescope.telemetry.logs.pipeline import IDLE_FLUSH_S, LineReader
     from decodescope.telemetry.logs.reader import matching_lines
-    from decodescope.telemetry.logs.records import ParseCounts
 
     def follow(path: str, offset: int, stop: threading.Event) -> Iterator[EngineWindow]:
         lr = LineReader(engine, Clock(None, time.time()), ParseCounts())

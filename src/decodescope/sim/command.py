@@ -1,4 +1,6 @@
-"""`decodescope sim`: run the simulated vLLM-like engine in the foreground until Ctrl-C."""
+"""`decodescope sim` and `python -m decodescope.sim`: run the simulated vLLM-like engine in the
+foreground until Ctrl-C. The click command lives here, not in the CLI package, so the
+simulator never imports the CLI."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from typing import Any
 
 import click
 
-from decodescope.cli.common import json_option
+from decodescope.console import json_option
 from decodescope.sim.config import DEFAULT_MODEL, REASONING_FIELDS, FaultSpec, SimConfig
 from decodescope.sim.server import SimServer
 

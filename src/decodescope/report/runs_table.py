@@ -13,7 +13,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from decodescope.probe.metrics import compute
+from decodescope.records.request_metrics import compute
 from decodescope.report.distributions import _tpot, run_distributions
 from decodescope.report.headline import headline, median_or_none, output_throughput_all
 from decodescope.report.iso import iso

@@ -13,7 +13,7 @@ from importlib import resources
 
 from decodescope.report import cells
 from decodescope.report.comparison import Comparison
-from decodescope.report.model import Report, RunSection
+from decodescope.report.document import Report, RunSection
 from decodescope.report.plotdata import Plot
 from decodescope.report.plots import STYLE, colour, render_svg
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from decodescope.evidence import EvidenceRow
+from decodescope.records.evidence import EvidenceRow
 from decodescope.verdict import thresholds as th
 from decodescope.verdict.bands import describe
-from decodescope.verdict.model import Context, changed_word, fmt_num
-from decodescope.verdict.side import Side, coverage_differs
+from decodescope.verdict.side_values import Side, coverage_differs
 from decodescope.verdict.stats import Change
+from decodescope.verdict.types import Context, changed_word, fmt_num
 
 
 def _status(x: Change) -> str:
@@ -124,6 +124,6 @@ def fingerprint_rows(b: Side, c: Side) -> list[EvidenceRow]:
 
 def diff_fingerprint_dicts(a: dict[str, Any], b: dict[str, Any]) -> list[EvidenceRow]:
     from decodescope.fingerprint.diff import diff_fingerprints
-    from decodescope.fingerprint.model import Fingerprint
+    from decodescope.fingerprint.record import Fingerprint
 
     return list(diff_fingerprints(Fingerprint.from_dict(a), Fingerprint.from_dict(b)))

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from decodescope.caliber.spec import Caliber
 from decodescope.verdict.bands import DEFAULT_BANDS, Band, classify
-from decodescope.verdict.side import Side
+from decodescope.verdict.side_values import Side
 from decodescope.verdict.triage import Verdict
 
 

@@ -23,8 +23,8 @@ from decodescope.doctor.proxy import (
     urllib_proxies,
 )
 from decodescope.exitcodes import DOCTOR_ERRORS, DOCTOR_OK, DOCTOR_WARNINGS
-from decodescope.findings import Finding
-from decodescope.fingerprint.redact import redact_url
+from decodescope.records.findings import Finding
+from decodescope.redact import redact_url
 
 # Target used for the proxy analysis when no URL is given: the usual local engine address.
 DEFAULT_LOCAL_URL = "http://127.0.0.1:8000"

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from decodescope.probe.trace import RequestTrace
+from decodescope.records.trace import RequestTrace
 
 # A gap is a stall when it is this many times the request's median inter-chunk gap ...
 STALL_FACTOR = 10.0
@@ -205,7 +205,7 @@ def _steady(pts: list[tuple[float, int, bool]], start: int
 def _pct(sorted_xs: list[float], q: float) -> float | None:
     if not sorted_xs:
         return None
-    from decodescope.analysis.summary import percentile
+    from decodescope.records.summary import percentile
 
     return percentile(sorted_xs, q)
 

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 
 from decodescope.report import cells
 from decodescope.report.comparison import Comparison
-from decodescope.report.model import Report, RunSection
+from decodescope.report.document import Report, RunSection
 
 
 def cell(text: object) -> str:

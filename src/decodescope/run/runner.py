@@ -18,14 +18,14 @@ from decodescope.analysis.run_result import analyze_run
 from decodescope.caliber.check import check_request
 from decodescope.caliber.spec import Caliber
 from decodescope.errors import ModelNotServedError, UnreachableError
-from decodescope.findings import Finding
 from decodescope.probe import client as cl
-from decodescope.probe.load import RequestBodies, load_period
-from decodescope.probe.metrics import compute
-from decodescope.probe.observe import Observer
+from decodescope.probe.load_shape import RequestBodies, load_period
 from decodescope.probe.prompt import RealizedPrompt, realize, server_tokenizer
 from decodescope.probe.request import base_url, build_body, endpoint_path
-from decodescope.probe.trace import Chunk, RequestTrace
+from decodescope.records.findings import Finding
+from decodescope.records.request_metrics import compute
+from decodescope.records.trace import Chunk, RequestTrace
+from decodescope.run.observe import Observer
 from decodescope.store import runs as store_runs
 from decodescope.store.db import Store
 from decodescope.telemetry.detect import EngineInfo, detect_engine
@@ -206,12 +206,6 @@ def seed_schedule(cal: Caliber) -> str | None:
     return f"{sched} (from {cal.sampling.seed})" if sched else None
 
 
-def with_seed(body: dict[str, Any], cal: Caliber, index: int) -> dict[str, Any]:
-    if cal.seed_schedule is None or cal.sampling.seed is None:
-        return body
-    return {**body, "seed": cal.sampling.seed + index}
-
-
 def _steady_seconds(traces: list[RequestTrace], steady_start: int) -> float | None:
     """The longest steady-state duration among these requests (plans the scrape interval)."""
     spans = [m.steady_t_end_s - m.steady_t_start_s for m in (compute(t, steady_start)
@@ -229,7 +223,7 @@ def count_tokens(traces: list[RequestTrace], settings: ProbeSettings, model: str
                  ) -> list[RequestTrace]:
     """Streams that carried no usage at all: count each chunk's tokens with the server's
     tokenize endpoint (vLLM, llama.cpp) into `extra["chunk_tokens"]`. Without one the token
-    count stays unknown (probe/metrics.py withholds the decode rate)."""
+    count stays unknown (records/request_metrics.py withholds the decode rate)."""
     todo = [i for i, t in enumerate(traces)
             if t.ok and t.completion_tokens is None and not all(c.tokens is not None
                                                                  for c in t.chunks)]
@@ -290,7 +284,7 @@ def _finish(store: Store, run_id: int, status: str, observers: list[Observer],
 
 def _safe_url(url: str) -> str:
     try:
-        from decodescope.fingerprint.redact import redact_url
+        from decodescope.redact import redact_url
     except ImportError:  # pragma: no cover - redact ships with the package
         u = httpx.URL(url)
         return str(u.copy_with(username=None, password=None))

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from decodescope.verdict.bands import Band
-from decodescope.verdict.decomposition import Decomposition
-from decodescope.verdict.side import Side, coverage_differs
+from decodescope.verdict.rate_change import Decomposition
+from decodescope.verdict.side_values import Side, coverage_differs
 from decodescope.verdict.stats import Change
 
 VerdictKind = Literal["CALIBER_MISMATCH", "REGRESSION", "IMPROVEMENT", "NO_CHANGE",

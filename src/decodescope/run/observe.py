@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from decodescope.findings import Finding
-from decodescope.telemetry.window import EngineWindow
+from decodescope.records.findings import Finding
+from decodescope.records.window import EngineWindow
 
 
 @dataclass

@@ -10,8 +10,8 @@ import json
 import math
 from typing import Any
 
+from decodescope.report.document import Report
 from decodescope.report.iso import with_iso
-from decodescope.report.model import Report
 
 
 def _clean(obj: Any) -> Any:

@@ -1,7 +1,7 @@
 """One side of a comparison: per-unit values (trials of stored runs, or engine-log windows) plus
 what is known about how they were taken (caliber, concurrency, fingerprint, contamination).
 
-Pure: built from `StoredRun`s or `EngineWindow`s; `sides.py` does the I/O.
+Pure: built from `StoredRun`s or `EngineWindow`s; `side_resolve.py` does the I/O.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any, Literal
 
 from decodescope.analysis.decompose import pool
 from decodescope.caliber.spec import Caliber
+from decodescope.records.window import EngineWindow
 from decodescope.store.runs import StoredRun
-from decodescope.telemetry.window import EngineWindow
 from decodescope.verdict import thresholds as th
 
 SideKind = Literal["run", "log"]
@@ -38,6 +38,7 @@ class Unit:
     tokens_per_step: float | None = None
     step_rate: float | None = None  # decode steps / s / running request
     running: float | None = None
+    stall_time_share: float | None = None  # share of the steady state lost to stalls (runs)
 
     def get(self, metric: str) -> float | None:
         v: float | None = getattr(self, metric)
@@ -183,6 +184,7 @@ def side_from_runs(runs: Sequence[StoredRun], name: str | None = None) -> Side:
                 tokens_per_step=_num(t.get("engine_tokens_per_step")),
                 step_rate=_num(t.get("engine_step_rate")),
                 running=_num(t.get("engine_running")),
+                stall_time_share=_num(t.get("stall_time_share")),
             ))
         why = contamination_of(run)
         if why and contamination is None:

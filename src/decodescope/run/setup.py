@@ -11,10 +11,10 @@ from typing import Any
 
 from decodescope.errors import UsageError
 from decodescope.probe import client as cl
-from decodescope.probe.observe import Observer
-from decodescope.probe.runner import ProbeSettings
+from decodescope.run.observe import Observer
+from decodescope.run.observers import LogTailObserver, PrometheusObserver
+from decodescope.run.runner import ProbeSettings
 from decodescope.telemetry.detect import EngineInfo
-from decodescope.telemetry.observers import LogTailObserver, PrometheusObserver
 
 
 def engine_name(info: EngineInfo) -> str:

@@ -30,10 +30,9 @@ def run_check(spec: CheckSpec, store_path: str | None,
 
 def _run(spec: CheckSpec, store_path: str | None, clock: Callable[[], float],
          t0: float) -> Outcome:
-    from decodescope.caliber.load import resolve
-    from decodescope.cli.check import ProbeOptions, probe_side
-    from decodescope.cli.probe import read_api_key
+    from decodescope.caliber.resolve import resolve
     from decodescope.errors import CaliberError, UsageError
+    from decodescope.run.probe_side import ProbeOptions, probe_side, read_api_key
     from decodescope.store.db import Store
     from decodescope.verdict.anchor import check_against
     from decodescope.verdict.baseline import get_baseline
@@ -53,7 +52,7 @@ def _run(spec: CheckSpec, store_path: str | None, clock: Callable[[], float],
                 f"caliber {base.caliber_ref} now has identity {cal.identity}, the baseline was "
                 f"taken at {base.caliber_identity}", where=f"baseline {spec.baseline}",
                 remedy="Re-create the baseline with `decodescope baseline set`")
-        side, missed = probe_side(store, spec.url, cal, opts, quiet=True)
+        side, missed = probe_side(store, spec.url, cal, opts)
     result = check_against(base, side)
     band = base.band
     return Outcome(
