@@ -183,12 +183,25 @@ def test_a_pause_in_one_trial_is_a_note_not_a_regression():
     assert any("stalls in 1 of 4 trials of c" in n and "rerun" in n for n in v.notes), v.notes
 
 
-def test_stalls_in_most_trials_are_a_regression_named_stalls():
+def test_stalls_that_recur_are_a_regression_named_stalls():
     decode = [100.0, 100.5, 99.5, 100.2]
     b = _with_stalls(side("b", decode), [0.0, 0.0, 0.0, 0.0])
-    c = _with_stalls(side("c", decode), [0.08, 0.07, 0.0, 0.09])
+    c = _with_stalls(side("c", decode), [0.08, 0.07, 0.09, 0.08])
     v = triage(b, c)
     assert (v.kind, v.cause) == ("REGRESSION", "stalls"), v.headline
-    # and two of four is not most: a note again
-    c2 = _with_stalls(side("c", decode), [0.16, 0.0, 0.0, 0.16])
-    assert triage(b, c2).kind == "NO_CHANGE"
+    # ... even when the rate between stalls is too noisy to decide: the pauses are certain
+    noisy = side("c", [60.0, 140.0, 80.0, 120.0])
+    v = triage(b, _with_stalls(noisy, [0.08, 0.07, 0.09, 0.08]))
+    assert (v.kind, v.cause) == ("REGRESSION", "stalls"), v.headline
+    assert any("could not be decided" in n for n in v.notes), v.notes
+
+
+def test_stalls_in_most_trials_but_uneven_are_inconclusive():
+    decode = [100.0, 100.5, 99.5, 100.2]
+    b = _with_stalls(side("b", decode), [0.0, 0.0, 0.0, 0.0])
+    v = triage(b, _with_stalls(side("c", decode), [0.08, 0.07, 0.0, 0.09]))
+    assert (v.kind, v.cause) == ("INCONCLUSIVE", "stalls within noise"), v.headline
+    assert "paused" in v.headline and v.exit_code == 3
+    # two of four is not most: a one-off, a note under NO_CHANGE
+    v2 = triage(b, _with_stalls(side("c", decode), [0.16, 0.0, 0.0, 0.16]))
+    assert v2.kind == "NO_CHANGE" and any("rerun" in n for n in v2.notes), v2.notes

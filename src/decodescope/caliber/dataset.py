@@ -41,20 +41,29 @@ class Entry:
     messages: tuple[dict[str, str], ...] | None = None
 
 
+def read_bounded(path: Path, limit: int, what: str, *, too_big_remedy: str,
+                 missing_remedy: str) -> bytes:
+    """A caliber's file (the caliber itself, a dataset) read whole, refused beyond `limit`
+    bytes; every failure is a CaliberError naming the file."""
+    where = str(path)
+    try:
+        size = path.stat().st_size
+        if size > limit:
+            raise CaliberError(f"{what} is {size} bytes; at most {limit} are read", where=where,
+                               remedy=too_big_remedy)
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise CaliberError(f"{what} not found", where=where, remedy=missing_remedy) from None
+    except OSError as exc:
+        raise CaliberError(f"cannot read the {what}: {exc.strerror}", where=where) from None
+
+
 def read_dataset(path: str | Path, seed: int = 0) -> tuple[DatasetSpec, list[Entry]]:
     """The file's DatasetSpec and entries (in file order)."""
     p = Path(path)
     where = str(p)
-    try:
-        size = p.stat().st_size
-        if size > MAX_DATASET_BYTES:
-            raise CaliberError(f"dataset is {size} bytes; at most {MAX_DATASET_BYTES} are read",
-                               where=where, remedy="Cut a sample of the prompts into a smaller file")
-        raw = p.read_bytes()
-    except FileNotFoundError:
-        raise CaliberError("dataset file not found", where=where, remedy="Check the path") from None
-    except OSError as exc:
-        raise CaliberError(f"cannot read the dataset: {exc.strerror}", where=where) from None
+    raw = read_bounded(p, MAX_DATASET_BYTES, "dataset", too_big_remedy="Cut a sample of the "
+                       "prompts into a smaller file", missing_remedy="Check the path")
     fmt, entries = parse_dataset(raw, where)
     spec = DatasetSpec(path=str(p.resolve()), sha256=hashlib.sha256(raw).hexdigest(), format=fmt,
                        entries=len(entries), seed=seed)

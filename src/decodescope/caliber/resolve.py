@@ -9,6 +9,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from decodescope.caliber.dataset import read_bounded
 from decodescope.caliber.spec import (
     CONTENT_CLASSES,
     MAX_BLOCKS,
@@ -195,17 +196,10 @@ def load_problems(c: Caliber) -> list[str]:
 
 def load_file(path: Path) -> Caliber:
     where = str(path)
-    try:
-        size = path.stat().st_size
-        if size > MAX_CALIBER_FILE_BYTES:
-            raise CaliberError(f"caliber file is {size} bytes; at most {MAX_CALIBER_FILE_BYTES} are read",
-                               where=where, remedy="A caliber is a page of TOML; generate long prompts with prompt.material")
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise CaliberError("caliber file not found", where=where,
-                           remedy="Check the path, or list built-ins: decodescope calibers list") from None
-    except OSError as exc:
-        raise CaliberError(f"cannot read caliber file: {exc.strerror}", where=where) from None
+    raw = read_bounded(path, MAX_CALIBER_FILE_BYTES, "caliber file",
+                       too_big_remedy="A caliber is a page of TOML; generate long prompts with "
+                       "prompt.material",
+                       missing_remedy="Check the path, or list built-ins: decodescope calibers list")
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

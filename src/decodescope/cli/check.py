@@ -10,19 +10,17 @@ from typing import Any
 
 import click
 
-from decodescope.caliber.resolve import resolve
 from decodescope.caliber.spec import Caliber
 from decodescope.cli.common import check_url, emit, limit_options, store_option, warn
 from decodescope.cli.probe import parse_labels
 from decodescope.console import json_option
-from decodescope.errors import CaliberError
 from decodescope.exitcodes import ExitCode
 from decodescope.records.evidence import render_rows
 from decodescope.run.probe_side import ProbeOptions, read_api_key
 from decodescope.run.probe_side import probe_side as run_probe_side
 from decodescope.store.db import Store
 from decodescope.verdict.anchor import CheckResult, check_against
-from decodescope.verdict.baseline import get_baseline
+from decodescope.verdict.baseline import anchor_caliber, get_baseline
 from decodescope.verdict.side_values import Side
 
 
@@ -85,12 +83,7 @@ def command(name: str, url: str, trials: int, labels: tuple[str, ...], model: st
     with Store.open(store_path) as store:
         base = get_baseline(store, name)
         assert base is not None
-        cal = resolve(base.caliber_ref)
-        if cal.identity != base.caliber_identity:
-            raise CaliberError(
-                f"caliber {base.caliber_ref} now has identity {cal.identity}, the baseline was "
-                f"taken at {base.caliber_identity}", where=f"baseline {name}",
-                remedy="Re-create the baseline with `decodescope baseline set`")
+        cal = anchor_caliber(base)
         side, missed = probe_side(store, url, cal, opts, quiet=as_json)
     result = check_against(base, side)
     emit(result, as_json, render_check)

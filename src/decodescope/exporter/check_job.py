@@ -30,12 +30,11 @@ def run_check(spec: CheckSpec, store_path: str | None,
 
 def _run(spec: CheckSpec, store_path: str | None, clock: Callable[[], float],
          t0: float) -> Outcome:
-    from decodescope.caliber.resolve import resolve
-    from decodescope.errors import CaliberError, UsageError
+    from decodescope.errors import UsageError
     from decodescope.run.probe_side import ProbeOptions, probe_side, read_api_key
     from decodescope.store.db import Store
     from decodescope.verdict.anchor import check_against
-    from decodescope.verdict.baseline import get_baseline
+    from decodescope.verdict.baseline import anchor_caliber, get_baseline
 
     opts = ProbeOptions(trials=spec.trials, labels={"check": spec.name, **dict(spec.labels)},
                         model=spec.model, api_key=read_api_key(spec.api_key_env),
@@ -46,12 +45,7 @@ def _run(spec: CheckSpec, store_path: str | None, clock: Callable[[], float],
         if base is None:
             raise UsageError(f"no baseline named {spec.baseline!r}", where=f"check {spec.name}",
                              remedy="Create it with `decodescope baseline set`")
-        cal = resolve(base.caliber_ref)
-        if cal.identity != base.caliber_identity:
-            raise CaliberError(
-                f"caliber {base.caliber_ref} now has identity {cal.identity}, the baseline was "
-                f"taken at {base.caliber_identity}", where=f"baseline {spec.baseline}",
-                remedy="Re-create the baseline with `decodescope baseline set`")
+        cal = anchor_caliber(base)
         side, missed = probe_side(store, spec.url, cal, opts)
     result = check_against(base, side)
     band = base.band

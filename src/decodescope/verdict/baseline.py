@@ -172,3 +172,18 @@ def delete_baseline(store: Store, name: str) -> bool:
 
 def median(values: Sequence[float]) -> float | None:
     return statistics.median(values) if values else None
+
+
+def anchor_caliber(base: Baseline) -> Caliber:
+    """The baseline's anchor caliber as it resolves today, refused when its identity is no
+    longer the one the baseline was taken at (a changed caliber file)."""
+    from decodescope.caliber.resolve import resolve
+    from decodescope.errors import CaliberError
+
+    cal = resolve(base.caliber_ref)
+    if cal.identity != base.caliber_identity:
+        raise CaliberError(
+            f"caliber {base.caliber_ref} now has identity {cal.identity}, the baseline was "
+            f"taken at {base.caliber_identity}", where=f"baseline {base.name}",
+            remedy="Re-create the baseline with `decodescope baseline set`")
+    return cal

@@ -14,9 +14,11 @@ Order:
       decode rate's direction and survives Holm's correction over the two components; else
       "decode rate" (split unknown or within noise).
    b. stalls appeared while the decode rate between them did not move (a narrow interval)
-      → REGRESSION (stalls) when the time lost to them is beyond the minimum effect and they
-      recur (in ≥ STALL_MIN_UNITS units and most units of that side): a user sees it, but it
-      is not a step-rate regression. A pause in fewer units is a note (rerun), not a verdict.
+      → REGRESSION (stalls) when the time lost to them is beyond the minimum effect, they
+      recur (in ≥ STALL_MIN_UNITS units and most units of that side) and the per-unit shares
+      differ beyond noise — even when the rate between stalls is too noisy to decide: a user
+      sees the pauses, and they are not a step-rate regression. A pause in fewer units is a
+      note (rerun), not a verdict.
    c. the interval is too wide to rule out a ±10 % change → INCONCLUSIVE ("≥ N trials per side")
    d. otherwise NO_CHANGE; a component that moved while the decode rate did not is a note.
 
@@ -29,7 +31,7 @@ from dataclasses import dataclass
 
 from decodescope.verdict import thresholds as th
 from decodescope.verdict.side_values import Side
-from decodescope.verdict.stats import Change, holm, pct
+from decodescope.verdict.stats import Change, difference_interval, holm, pct
 from decodescope.verdict.types import CaliberComparison, VerdictKind, acceptance
 
 
@@ -110,17 +112,32 @@ def stalls_recur(s: Side) -> tuple[int, int] | None:
     return sum(1 for v in shares if v > 0), len(shares)
 
 
-def _one_off(s: Side) -> str | None:
-    """The note for stalls that do not recur on this side, or None when they do (or when
-    recurrence cannot be told)."""
-    seen = stalls_recur(s)
+def _stalls_decide(b: Side, c: Side, gain: float, d: Change) -> tuple[str, str]:
+    """What stalls that grew (or shrank) by `gain` of the steady state do to the verdict, and
+    the line that says why: "decided" when they recur on the side that has more of them
+    (≥ STALL_MIN_UNITS units, and most units) and the per-unit shares differ beyond noise —
+    the decode rate between stalls need not be decided then; "noise" when they recur but the
+    shares do not differ beyond noise; "one-off" when they do not recur (a note); "undecided"
+    when units carry no shares (log windows, older runs) and the decode rate is undecidable;
+    sides without shares decide only with a decided decode rate."""
+    worse = c if gain > 0 else b
+    seen = stalls_recur(worse)
+    between = (f"between stalls the decode rate did not move ({d.describe()})"
+               if d.status != "undecidable" else
+               f"between stalls the decode rate could not be decided ({d.describe()})")
     if seen is None:
-        return None
+        return ("decided", between) if d.status != "undecidable" else ("undecided", "")
     hit, n = seen
-    if hit >= th.STALL_MIN_UNITS and 2 * hit > n:
-        return None
-    return (f"stalls in {hit} of {n} {s.unit_name}s of {s.name}: a pause that did not recur "
-            "(a busy host can cause one) is not judged; rerun to see whether it comes back")
+    if hit < th.STALL_MIN_UNITS or 2 * hit <= n:
+        return "one-off", (f"stalls in {hit} of {n} {worse.unit_name}s of {worse.name}: a pause "
+                           "that did not recur (a busy host can cause one) is not judged; "
+                           "rerun to see whether it comes back")
+    diff = difference_interval(b.values("stall_time_share"), c.values("stall_time_share"))
+    if diff is not None and diff[1] <= 0.0 <= diff[2]:
+        return "noise", (f"stalls in {hit} of {n} {worse.unit_name}s of {worse.name}, "
+                         f"{100 * diff[0]:+.1f} points of the steady state (95% CI "
+                         f"{100 * diff[1]:+.1f} … {100 * diff[2]:+.1f}): not beyond noise")
+    return "decided", between
 
 
 def decide(b: Side, c: Side, ch: dict[str, Change], cal: CaliberComparison, *,
@@ -158,14 +175,16 @@ def decide(b: Side, c: Side, ch: dict[str, Change], cal: CaliberComparison, *,
                          f"{100 * (sc or 0.0):.0f}% of the steady state was lost to pauses "
                          "(left out of the decode rate)")
         return Decision(kind, cause or "decode rate", None, tuple(notes))
-    if abs(stall_gain) >= min_effect and d.status != "undecidable":
-        one_off = _one_off(c if stall_gain > 0 else b)
-        if one_off is None:
+    if abs(stall_gain) >= min_effect:
+        outcome, why = _stalls_decide(b, c, stall_gain, d)
+        if outcome == "decided":
             kind = "REGRESSION" if stall_gain > 0 else "IMPROVEMENT"
-            return Decision(kind, "stalls", None, (
-                f"between stalls the decode rate did not move ({d.describe()})",))
-        notes.append(one_off)
-        stall_gain = 0.0  # judged: not repeated as "stalls changed too" below
+            return Decision(kind, "stalls", None, (why,))
+        if outcome == "noise":
+            return Decision("INCONCLUSIVE", "stalls within noise", None, (why,))
+        if outcome == "one-off":
+            notes.append(why)
+            stall_gain = 0.0  # judged: not repeated as "stalls changed too" below
     if d.status == "undecidable":
         wide = [x for x in (d, acc, s) if x.status == "undecidable"]
         needed = [x.trials_needed for x in wide]

@@ -120,6 +120,24 @@ def welch_df(v1: float, n1: int, v2: float, n2: int, known: float = 0.0) -> floa
     return (a + b + known) ** 2 / den
 
 
+def difference_interval(baseline: Sequence[float], current: Sequence[float],
+                        confidence: float = th.CONFIDENCE) -> tuple[float, float, float] | None:
+    """Current minus baseline mean with its Welch interval: (difference, low, high). For
+    quantities that can be 0 on a side (a share of time lost to stalls), where a ratio cannot
+    be taken. None with fewer than MIN_UNITS values on a side; an exact interval when neither
+    side varies."""
+    if len(baseline) < th.MIN_UNITS or len(current) < th.MIN_UNITS:
+        return None
+    diff = statistics.fmean(current) - statistics.fmean(baseline)
+    v1, v2 = statistics.variance(baseline), statistics.variance(current)
+    df = welch_df(v1, len(baseline), v2, len(current))
+    if df is None:
+        return diff, diff, diff
+    half = t_quantile(0.5 + confidence / 2.0, df) * math.sqrt(v1 / len(baseline)
+                                                              + v2 / len(current))
+    return diff, diff - half, diff + half
+
+
 # -- relative change ---------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Change:

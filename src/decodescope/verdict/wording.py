@@ -163,6 +163,10 @@ def headline(ctx: Context) -> tuple[str, list[str]]:
             head = ("INCONCLUSIVE — caliber not established: the log windows do not show that "
                     f"both sides were measured under one caliber (decode {pct(d.rel or 0.0)}).")
             lines.append(f"Calibers: {ctx.caliber.text}.")
+        elif ctx.cause == "stalls within noise":
+            head = ("INCONCLUSIVE — the server paused inside the outputs on one side, but not "
+                    f"beyond noise (stalls: {_stall_text(ctx.baseline)} → "
+                    f"{_stall_text(ctx.current)}).")
         elif d.status == "no_data":
             few = [f"{x.name} has {n} {x.unit_name}{'' if n == 1 else 's'}"
                    for x, n in ((ctx.baseline, d.n_baseline), (ctx.current, d.n_current))
@@ -286,7 +290,7 @@ def _next_steps(ctx: Context) -> list[str]:
     if ctx.kind == "INCONCLUSIVE" and ctx.cause == "caliber missed":
         return ["Re-run the probe so that it meets its caliber (see the run's findings):",
                 f"  {probe} --trials {th.RECOMMENDED_TRIALS}"]
-    if ctx.cause == "stalls":
+    if ctx.cause in ("stalls", "stalls within noise"):
         return ["The server paused inside outputs: look for preemption, swapping, long prefills "
                 "of other requests or host contention in the engine log at those times.",
                 f"  {probe} --trials {th.RECOMMENDED_TRIALS}   # re-measure to confirm"]
