@@ -27,6 +27,7 @@ from typing import Any
 import httpx
 
 from decodescope.cli.main import main
+from decodescope.records.stored_run import StoredRun
 from decodescope.sim import ACCEPTANCE_PROFILES, FaultSpec, SimConfig, SimServer
 from decodescope.sim.config import expected_mal
 from decodescope.store import runs as sr
@@ -68,7 +69,7 @@ def triage(store: str, *extra: str) -> dict[str, Any]:
     return out
 
 
-def last_run(store: str) -> sr.StoredRun:
+def last_run(store: str) -> StoredRun:
     st = Store.open(store)
     try:
         return sr.get_run(st, sr.resolve_run_id(st, "last"))

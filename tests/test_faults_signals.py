@@ -25,6 +25,7 @@ from test_faults_server import FaultServer
 from decodescope.cli.main import main
 from decodescope.console import run_click
 from decodescope.exitcodes import ExitCode
+from decodescope.records.stored_run import StoredRun
 from decodescope.signals import Terminated, sigterm_as_interrupt, stop_signal
 from decodescope.sim import SimConfig, SimHandle, SimServer
 from decodescope.store import runs as sr
@@ -84,7 +85,7 @@ def wait_for_trials(p: subprocess.Popen[str], db: Path, n: int = 2) -> None:
         time.sleep(0.05)
 
 
-def last_run(db: Path) -> sr.StoredRun:
+def last_run(db: Path) -> StoredRun:
     with Store.open(db, read_only=True) as st:
         return sr.get_run(st, sr.resolve_run_id(st, "last"), with_traces=False)
 

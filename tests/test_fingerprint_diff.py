@@ -8,7 +8,7 @@ import pytest
 
 from decodescope.fingerprint.diff import cmdline_changes, diff_fingerprints, parse_cmdline
 from decodescope.fingerprint.nvml import NO_LOAD_LABEL
-from decodescope.fingerprint.record import Fingerprint, Item
+from decodescope.fingerprint.stack import Fingerprint, Item
 from decodescope.records.evidence import EvidenceRow, render_rows
 
 

@@ -9,7 +9,7 @@ from decodescope.fingerprint.backend import backend_lines, collect_backend, late
 from decodescope.fingerprint.diff import diff_fingerprints
 from decodescope.fingerprint.packages import engine_package_item, installed
 from decodescope.fingerprint.process import selected_env
-from decodescope.fingerprint.record import Fingerprint, Item
+from decodescope.fingerprint.stack import Fingerprint, Item
 
 
 def _launch(day: int, backend: str) -> list[str]:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from decodescope.fingerprint.diff import diff_fingerprints
-from decodescope.fingerprint.record import Fingerprint
+from decodescope.fingerprint.stack import Fingerprint
 
 DATA = Path(__file__).parent / "data"
 

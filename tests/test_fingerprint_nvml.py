@@ -15,7 +15,7 @@ from decodescope.fingerprint.nvml import (
     decode_reasons,
     sampled_items,
 )
-from decodescope.fingerprint.record import Fingerprint
+from decodescope.fingerprint.stack import Fingerprint
 
 
 class FakeNVMLError(Exception):

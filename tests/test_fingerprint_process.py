@@ -16,8 +16,8 @@ import httpx
 import pytest
 
 from decodescope.fingerprint import collect_fingerprint, diff_fingerprints
-from decodescope.fingerprint.record import Fingerprint
 from decodescope.fingerprint.render import render_fingerprint
+from decodescope.fingerprint.stack import Fingerprint
 from decodescope.redact import clear_registered_secrets, register_secret
 
 CANARY_ARG = "sk-CanaryArgv0123456789abcdef"

@@ -14,6 +14,7 @@ from decodescope.caliber.spec import DEFAULT_RATE_REQUESTS, MAX_CONCURRENCY, ele
 from decodescope.cli.main import main
 from decodescope.cli.probe import derive_caliber
 from decodescope.probe.load_shape import arrival_gaps
+from decodescope.records.stored_run import StoredRun, StoredTrial
 from decodescope.sim import SimConfig, SimServer
 from decodescope.store import runs as sr
 from decodescope.store.db import Store
@@ -37,7 +38,7 @@ def probe(url: str, store: str, *args: str) -> int:
     return main(["probe", url, "--caliber", CAL, "--store", store, *FAST, "--json", *args])
 
 
-def max_in_flight(trial: sr.StoredTrial) -> int:
+def max_in_flight(trial: StoredTrial) -> int:
     events = sorted([(r.t_send_s, 1) for r in trial.requests]
                     + [(r.t_done_s or r.t_send_s, -1) for r in trial.requests],
                     key=lambda e: (e[0], e[1]))
@@ -48,7 +49,7 @@ def max_in_flight(trial: sr.StoredTrial) -> int:
     return best
 
 
-def stored(store: str, run_id: int) -> sr.StoredRun:
+def stored(store: str, run_id: int) -> StoredRun:
     with Store.open(store, read_only=True) as st:
         return sr.get_run(st, run_id)
 

@@ -131,7 +131,7 @@ class StopServerAfterFirstTrial:
             self.sim.stop()
 
     def stop(self):
-        from decodescope.run.observe import ObserverResult
+        from decodescope.run.observer_protocol import ObserverResult
         return ObserverResult()
 
 

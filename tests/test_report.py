@@ -13,13 +13,13 @@ from test_report_fixtures import EVIL, code_run, evil_pair, prose_run, request
 
 from decodescope.cli.main import main
 from decodescope.exitcodes import ExitCode
+from decodescope.records.stored_run import StoredRun
 from decodescope.records.window import EngineWindow
 from decodescope.report import curves, report_html, report_json, report_md
 from decodescope.report.document import REPORT_KIND, REPORT_SCHEMA_VERSION, Report, build_report
-from decodescope.report.plots import nice_ticks
+from decodescope.report.plot_svg import nice_ticks
 from decodescope.store import runs as sr
 from decodescope.store.db import Store
-from decodescope.store.runs import StoredRun
 
 T = 1_790_000_500.0
 

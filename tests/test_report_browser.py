@@ -14,9 +14,9 @@ import pytest
 from test_report_cdp import SKIP_REASON, find_chromium, open_page, page_state
 from test_report_fixtures import EVIL, code_run, evil_pair, prose_run
 
+from decodescope.records.stored_run import StoredRun
 from decodescope.report import report_html
 from decodescope.report.document import build_report
-from decodescope.store.runs import StoredRun
 
 CHROMIUM = find_chromium()
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason=SKIP_REASON)

@@ -11,9 +11,9 @@ import random
 
 from decodescope.analysis.run_result import analyze_run
 from decodescope.caliber.resolve import resolve
+from decodescope.records.stored_run import StoredRun, StoredTrial
 from decodescope.records.trace import Chunk, RequestTrace
 from decodescope.records.window import EngineWindow
-from decodescope.store.runs import StoredRun, StoredTrial
 
 EVIL = "<script>alert(1)</script>"
 WALL0 = 1_790_000_000.0  # epoch of the first run's first request

@@ -165,7 +165,7 @@ def test_up_to_date_store_opens_without_the_write_lock(tmp_path):
 def test_sqlite_failures_become_store_errors_with_the_cause(tmp_path):
     import sqlite3
 
-    from decodescope.store.db import store_error
+    from decodescope.errors import store_error
 
     assert "damaged" in store_error(sqlite3.DatabaseError("database disk image is malformed"), "x").one_line()
     assert "read-only" in store_error(sqlite3.OperationalError("attempt to write a readonly database"), "x").one_line()

@@ -98,7 +98,7 @@ def store_run(store: Store, caliber: str, trials: list[dict[str, Any]], *,
 
 def fingerprint(threads: int, version: str = "b1-0c1e570") -> dict[str, Any]:
     """A stored fingerprint with an engine version and a launch cmdline."""
-    from decodescope.fingerprint.record import Fingerprint, Item
+    from decodescope.fingerprint.stack import Fingerprint, Item
 
     cmd = ["llama-server", "-m", "gemma.gguf", "--port", "8181", "-t", str(threads)]
     fp = Fingerprint(taken_at="2026-09-15T23:30:00+00:00", url="http://127.0.0.1:8181", sections={

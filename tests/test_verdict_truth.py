@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from decodescope.cli.main import main
+from decodescope.records.stored_run import StoredRun
 from decodescope.sim import ACCEPTANCE_PROFILES, FaultSpec, SimConfig, SimServer
 from decodescope.store import runs as sr
 from decodescope.store.db import Store
@@ -46,7 +47,7 @@ def triage(store: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[st
     return code, json.loads(capsys.readouterr().out)
 
 
-def last_run(store: str) -> sr.StoredRun:
+def last_run(store: str) -> StoredRun:
     st = Store.open(store)
     try:
         return sr.get_run(st, sr.resolve_run_id(st, "last"))

@@ -4,8 +4,10 @@
     python tools/layers.py --mermaid  the same graph as a Mermaid diagram
     python tools/layers.py --check    exit 1 on an import cycle or an import that goes up a layer
 
-Every import counts, at module top or inside a function, `import x` or `from x import y`:
-a lazy import is still a dependency. `tests/test_layers.py` runs the check and compares the
+Every import statement counts, at module top or inside a function, `import x` or
+`from x import y`: a lazy import is still a dependency. A module named in a string and loaded
+with importlib is not seen (the CLI's lazy subcommands: `cli.main.SUBCOMMAND_MODULES`); keep
+such names inside the importing layer's reach. `tests/test_layers.py` runs the check and compares the
 graph with the one in docs/architecture.md.
 """
 

@@ -1,7 +1,8 @@
 """Redaction: secrets never reach storage, JSON or the terminal.
 
 One set of rules for the whole package (a plain module at the
-bottom layer: the store, the probe, the fingerprint and the CLI all import it). The
+bottom layer: the store, the fingerprint, the run orchestration, the doctor, the console
+and the CLI import it). The
 fingerprint applies it at the source (every collector redacts what it reads) and once more over
 the whole fingerprint before it is built. What counts as a secret:
 
@@ -15,7 +16,7 @@ the whole fingerprint before it is built. What counts as a secret:
 
 The same rules guard the rest of decodescope: `redact_record` runs over every JSON value the
 store writes (store/db.py), and the CLI passes everything it prints through `redact_output`
-(cli/common.py), after `strip_controls` has removed terminal control sequences a server may
+(console.py), after `strip_controls` has removed terminal control sequences a server may
 have put in a model id or an error text. Over-redaction is accepted; a leak is not.
 """
 

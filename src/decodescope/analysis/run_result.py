@@ -25,9 +25,9 @@ from decodescope.analysis.reconcile import reconcile
 from decodescope.analysis.span import SpanNumbers, own_request_seconds, trial_span
 from decodescope.records.findings import Finding
 from decodescope.records.request_metrics import compute
+from decodescope.records.stored_run import StoredRun
 from decodescope.records.summary import Summary
 from decodescope.records.window import EngineWindow
-from decodescope.store.runs import StoredRun
 from decodescope.telemetry.prometheus import FINISH_UPDATED, Scrape
 
 RESULT_VERSION = 3  # 3: per-trial engine spans, stalls, engine/client disagreement

@@ -7,7 +7,7 @@ The requests in flight are the probe's own, so the divisor is measured on the cl
 request-seconds during which the probe's requests were decoding inside the span (1 × span at
 concurrency 1). The running gauge only detects foreign load (analysis/contamination.py).
 
-Stalls (analysis/stalls.py) are cut out: the span is split into runs of consecutive scrapes
+Stalls (`records.request_metrics.stall_gaps`) are cut out: the span is split into runs of consecutive scrapes
 that do not overlap a stall, and the runs' deltas are summed.
 
 A span that is too coarse gives no rate: `None` with the reason, never a scaled guess. The

@@ -21,7 +21,7 @@ CONTENT_CLASSES = ("code", "text", "chat")
 TASK_CLASSES = ("code", "chat", "long-text", "rewrite", "prose")
 IDENTITY_LEN = 12  # hex chars of sha256 shown and stored as the caliber identity
 
-# Limits a caliber is checked against before any material is generated (load.py), so a
+# Limits a caliber is checked against before any material is generated (resolve.py), so a
 # typo cannot make `calibers show` allocate gigabytes or a probe open a million sockets.
 # Upper bound on material blocks a prompt may use; 64K-token prompts need ~400 code blocks.
 MAX_BLOCKS = 2000
@@ -132,7 +132,7 @@ class Caliber:
         if p.material is None:
             return []
         count = n if n is not None else (p.blocks or max_blocks_for(p.target_tokens))
-        if not 0 <= count <= MAX_BLOCKS:  # load.py refuses it earlier; this guards other paths
+        if not 0 <= count <= MAX_BLOCKS:  # resolve.py refuses it earlier; this guards other paths
             raise CaliberError(f"caliber {self.ref} asks for {count} material blocks; at most "
                                f"{MAX_BLOCKS} are generated", where="prompt.blocks",
                                remedy=f"Use 0..{MAX_BLOCKS} blocks, or target_tokens")

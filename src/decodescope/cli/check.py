@@ -16,21 +16,20 @@ from decodescope.cli.probe import parse_labels
 from decodescope.console import json_option
 from decodescope.exitcodes import ExitCode
 from decodescope.records.evidence import render_rows
-from decodescope.run.probe_side import ProbeOptions, read_api_key
-from decodescope.run.probe_side import probe_side as run_probe_side
+from decodescope.run.probe_side import ProbeOptions, probe_side, read_api_key
 from decodescope.store.db import Store
 from decodescope.verdict.anchor import CheckResult, check_against
 from decodescope.verdict.baseline import anchor_caliber, get_baseline
 from decodescope.verdict.side_values import Side
 
 
-def probe_side(store: Store, url: str, cal: Caliber, opts: ProbeOptions, *, quiet: bool
-               ) -> tuple[Side, bool]:
+def announced_probe_side(store: Store, url: str, cal: Caliber, opts: ProbeOptions, *,
+                         quiet: bool) -> tuple[Side, bool]:
     """`run.probe_side.probe_side`, saying on stderr what it probes and what it found unless
     quiet (--json)."""
     if quiet:
-        return run_probe_side(store, url, cal, opts)
-    return run_probe_side(store, url, cal, opts, announce=lambda line: click.echo(line, err=True),
+        return probe_side(store, url, cal, opts)
+    return probe_side(store, url, cal, opts, announce=lambda line: click.echo(line, err=True),
                           warn=warn)
 
 
@@ -84,7 +83,7 @@ def command(name: str, url: str, trials: int, labels: tuple[str, ...], model: st
         base = get_baseline(store, name)
         assert base is not None
         cal = anchor_caliber(base)
-        side, missed = probe_side(store, url, cal, opts, quiet=as_json)
+        side, missed = announced_probe_side(store, url, cal, opts, quiet=as_json)
     result = check_against(base, side)
     emit(result, as_json, render_check)
     if missed:  # the realized run is not the anchor's caliber: its number proves nothing

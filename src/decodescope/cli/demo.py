@@ -32,6 +32,7 @@ from decodescope.cli.common import emit, store_option
 from decodescope.console import json_option
 from decodescope.errors import EngineError
 from decodescope.exitcodes import ExitCode
+from decodescope.records.stored_run import StoredRun
 from decodescope.records.summary import Summary
 from decodescope.run.runner import ProbeSettings, prepare, run_probe
 from decodescope.run.setup import build_observers, collect_fp
@@ -205,7 +206,7 @@ def _llamacpp_demo(trials: int, port: int, use_sim: bool, report_path: str | Non
     return int(ExitCode.OK)
 
 
-def _numbers(run: sr.StoredRun) -> dict[str, Any]:
+def _numbers(run: StoredRun) -> dict[str, Any]:
     """Per-trial medians: the values triage works on (the trial is the unit of statistics)."""
     res = run.result or {}
     trials = [t for t in res.get("trials") or [] if t.get("status") == "ok"]

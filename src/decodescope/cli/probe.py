@@ -20,6 +20,7 @@ from decodescope.console import json_option, raw_stream
 from decodescope.errors import UsageError
 from decodescope.exitcodes import ExitCode
 from decodescope.records.findings import Finding
+from decodescope.records.stored_run import StoredRun
 from decodescope.report.distributions import run_distributions
 from decodescope.report.headline import headline
 from decodescope.report.iso import with_iso
@@ -204,7 +205,7 @@ def command(url: str, caliber_name: str, trials: int, labels: tuple[str, ...], m
         store.close()
 
 
-def run_document(run: sr.StoredRun, dist: dict[str, Any] | None) -> dict[str, Any]:
+def run_document(run: StoredRun, dist: dict[str, Any] | None) -> dict[str, Any]:
     """A run as `--json` prints it: the stored run, the headline decode rate (the verdict's
     statistic and source), the per-request distributions, ISO-8601 siblings of timestamps."""
     from decodescope.cli.common import to_jsonable

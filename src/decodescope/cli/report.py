@@ -11,11 +11,11 @@ import click
 
 from decodescope.cli.common import store_option
 from decodescope.errors import UsageError
+from decodescope.records.stored_run import StoredRun
 from decodescope.report import report_html, report_json, report_md
 from decodescope.report.document import Report, build_report, log_window_run
 from decodescope.store import runs as sr
 from decodescope.store.db import Store
-from decodescope.store.runs import StoredRun
 from decodescope.verdict.side_resolve import is_log_selector
 from decodescope.verdict.side_values import Side
 

@@ -17,12 +17,13 @@ import click
 from decodescope.cli.common import emit, store_option, to_jsonable
 from decodescope.console import json_option
 from decodescope.errors import StoreError
+from decodescope.records.stored_run import StoredRun
 from decodescope.redact import redact_output
 from decodescope.report.headline import headline, median_or_none
 from decodescope.report.iso import iso, with_iso
 from decodescope.report.runs_table import TABLES, to_csv
 from decodescope.report.runs_table import rows as export_rows
-from decodescope.report.table import text_table
+from decodescope.report.text_table import text_table
 from decodescope.store import runs as sr
 from decodescope.store.db import SCHEMA_VERSION, Store
 
@@ -72,7 +73,7 @@ def list_cmd(caliber: str | None, label: str | None, limit: int, store_path: str
     emit(rows, as_json, text)
 
 
-def _list_row(r: sr.StoredRun) -> dict[str, Any]:
+def _list_row(r: StoredRun) -> dict[str, Any]:
     head = headline(r.result)
     return {
         "id": r.id, "created_at": _when(r.created_at), "created_at_iso": iso(r.created_at),
@@ -117,7 +118,7 @@ def show_cmd(run: str, store_path: str | None, as_json: bool) -> None:
     emit(run_document(r, dist), as_json, lambda _: render_run(shown, dist))
 
 
-def _so_far(st: Store, r: sr.StoredRun) -> sr.StoredRun:
+def _so_far(st: Store, r: StoredRun) -> StoredRun:
     """A run that never finished (still running, or abandoned by a killed process) has no
     result: the text shows the numbers of its completed trials, computed here, not stored."""
     from decodescope.analysis.run_result import analyze_run

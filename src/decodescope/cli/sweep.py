@@ -12,11 +12,12 @@ import click
 
 from decodescope.caliber.resolve import resolve
 from decodescope.caliber.spec import MAX_CONCURRENCY, Caliber
-from decodescope.cli.check import make_options, probe_options, probe_side
+from decodescope.cli.check import announced_probe_side, make_options, probe_options
 from decodescope.cli.common import emit, store_option
 from decodescope.cli.probe import derive_caliber, load_options
 from decodescope.console import json_option
 from decodescope.errors import UsageError
+from decodescope.records.stored_run import StoredRun
 from decodescope.run.probe_side import ProbeOptions
 from decodescope.store import runs as sr
 from decodescope.store.db import Store
@@ -106,7 +107,7 @@ def command(url: str, caliber_list: str, concurrency_list: str | None, rate_list
     sides = []
     with Store.open(store_path) as store:
         for cal in cals:
-            side, _missed = probe_side(store, url, cal, opts, quiet=as_json)
+            side, _missed = announced_probe_side(store, url, cal, opts, quiet=as_json)
             sides.append(side)
     matrix = caliber_matrix(sides, bands)
     if fmt == "md":
@@ -175,7 +176,7 @@ def _load_sweep(url: str, names: list[str], concs: list[float], rates: list[floa
     tag = f"load-{int(time.time())}"
     opts.labels.setdefault("sweep", tag)
     opts.labels.setdefault("load_axis", axis)
-    runs: list[sr.StoredRun] = []
+    runs: list[StoredRun] = []
     created: list[int] = []
     with Store.open(store_path) as store:
         try:

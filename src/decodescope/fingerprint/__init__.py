@@ -9,7 +9,7 @@
 from decodescope.fingerprint.collect import collect_fingerprint
 from decodescope.fingerprint.diff import diff_fingerprints
 from decodescope.fingerprint.nvml import GpuSampler, GpuSamples
-from decodescope.fingerprint.record import SCHEMA_VERSION, SECTIONS, Fingerprint, Item
+from decodescope.fingerprint.stack import SCHEMA_VERSION, SECTIONS, Fingerprint, Item
 
 __all__ = [
     "SCHEMA_VERSION",

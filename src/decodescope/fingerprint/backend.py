@@ -13,7 +13,7 @@ import os
 import re
 from pathlib import Path
 
-from decodescope.fingerprint.record import Item
+from decodescope.fingerprint.stack import Item
 from decodescope.redact import redact_text
 
 LOG_TAIL_BYTES = 32 * 1024 * 1024  # read at most the last 32 MiB: starts are rarely older

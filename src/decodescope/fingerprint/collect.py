@@ -21,8 +21,8 @@ from decodescope.fingerprint.host import collect_host
 from decodescope.fingerprint.nvml import NO_LOAD_LABEL, GpuSampler, collect_gpu, sampled_items
 from decodescope.fingerprint.packages import collect_packages
 from decodescope.fingerprint.process import collect_process
-from decodescope.fingerprint.record import Fingerprint, Item
 from decodescope.fingerprint.repos import collect_repos
+from decodescope.fingerprint.stack import Fingerprint, Item
 from decodescope.redact import redact_obj, redact_url
 
 # Shortest clock sample taken while collecting: a few reads so min/median/max exist.

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from decodescope.fingerprint.nvml import NO_LOAD_LABEL
-from decodescope.fingerprint.record import Fingerprint
+from decodescope.fingerprint.stack import Fingerprint
 from decodescope.records.evidence import EvidenceRow, EvidenceStatus
 
 # Sampled SM clock medians within this fraction count as equal: a locked clock's median moves

@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from decodescope.fingerprint.record import Item
+from decodescope.fingerprint.stack import Item
 from decodescope.redact import redact_obj, redact_text
 
 KNOWN_ENGINES = ("vllm", "sglang", "llamacpp")

@@ -10,7 +10,7 @@ from pathlib import Path
 import psutil
 
 from decodescope import __version__
-from decodescope.fingerprint.record import Item
+from decodescope.fingerprint.stack import Item
 
 
 def _cpu_model() -> Item:

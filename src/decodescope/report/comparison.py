@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from decodescope.analysis.run_result import analyze_run
-from decodescope.store.runs import StoredRun
+from decodescope.records.stored_run import StoredRun
 from decodescope.verdict.render import side_rows
 from decodescope.verdict.side_values import side_from_runs
 from decodescope.verdict.triage import Verdict, triage

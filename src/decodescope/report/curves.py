@@ -11,9 +11,9 @@ import statistics
 from collections.abc import Callable, Sequence
 
 from decodescope.records.request_metrics import decode_rate_by_position, token_points
+from decodescope.records.stored_run import StoredRun
 from decodescope.records.trace import RequestTrace
 from decodescope.records.window import EngineWindow
-from decodescope.store.runs import StoredRun
 
 Point = tuple[float, float | None]
 DECIDING_SOURCES = ("prometheus", "log", "request")  # engine window sources, best first

@@ -22,9 +22,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from decodescope.records.request_metrics import compute, token_points
+from decodescope.records.stored_run import StoredRun
 from decodescope.records.summary import Summary, percentile
 from decodescope.records.trace import RequestTrace
-from decodescope.store.runs import StoredRun
 
 LATENCIES = (("ttft_s", "TTFT"), ("ttfot_s", "TTFOT"), ("itl_s", "ITL"), ("tpot_s", "TPOT"),
              ("e2e_s", "e2e latency"))

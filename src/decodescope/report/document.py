@@ -12,12 +12,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from decodescope import __version__
-from decodescope.report import curves
-from decodescope.report import verdict_md as md
+from decodescope.records.stored_run import StoredRun
+from decodescope.report import curves, verdict_md
 from decodescope.report.comparison import Comparison, Judge, compare, with_result
 from decodescope.report.distributions import run_distributions
 from decodescope.report.plotdata import Plot, all_plots
-from decodescope.store.runs import StoredRun
 from decodescope.verdict.side_values import Side, side_from_runs
 
 REPORT_SCHEMA_VERSION = 1  # bump with a note in docs/reports.md when a field changes meaning
@@ -134,8 +133,8 @@ def side_by_side_row(run: StoredRun, side: Side | None = None) -> dict[str, str]
     """One row of the seed's "Numbers side by side" table, worded as `decodescope triage`
     words it (report.verdict_md), so the report and the verdict agree cell for cell."""
     side = side or side_from_runs([run])
-    return {"caliber": md.caliber_cell(side), "decode": md.decode_cell(side),
-            "mal": md.mal_cell(side), "source": side.source}
+    return {"caliber": verdict_md.caliber_cell(side), "decode": verdict_md.decode_cell(side),
+            "mal": verdict_md.mal_cell(side), "source": side.source}
 
 
 def run_section(run: StoredRun, color: int) -> RunSection:

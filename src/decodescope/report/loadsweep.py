@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
+from decodescope.records.stored_run import StoredRun
 from decodescope.report.plotdata import Plot, Series
 from decodescope.report.runs_table import run_row, to_csv
-from decodescope.report.table import text_table
-from decodescope.store.runs import StoredRun
+from decodescope.report.text_table import text_table
 
 LOAD_AXES = {"concurrency": "concurrency (requests in flight)",
              "request_rate": "request rate (requests / s)"}

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from decodescope.records.stored_run import StoredRun
 from decodescope.records.window import EngineWindow
 from decodescope.report import curves
-from decodescope.store.runs import StoredRun
 
 
 @dataclass(frozen=True)

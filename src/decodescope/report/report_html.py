@@ -14,8 +14,8 @@ from importlib import resources
 from decodescope.report import cells
 from decodescope.report.comparison import Comparison
 from decodescope.report.document import Report, RunSection
+from decodescope.report.plot_svg import STYLE, colour, render_svg
 from decodescope.report.plotdata import Plot
-from decodescope.report.plots import STYLE, colour, render_svg
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 STATUS_WORD = {"same": "same", "changed": "changed", "unknown": "unknown"}

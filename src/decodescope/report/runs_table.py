@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from decodescope.records.request_metrics import compute
+from decodescope.records.stored_run import StoredRun
 from decodescope.report.distributions import _tpot, run_distributions
 from decodescope.report.headline import headline, median_or_none, output_throughput_all
 from decodescope.report.iso import iso
-from decodescope.store.runs import StoredRun
 
 TABLES = ("runs", "trials", "requests")
 PCTS = ("p50", "p90", "p99")

@@ -5,10 +5,10 @@ from __future__ import annotations
 from statistics import median
 from typing import Any
 
+from decodescope.records.stored_run import StoredRun
 from decodescope.report.distributions import latency_rows
 from decodescope.report.headline import headline, median_or_none, output_throughput_all
-from decodescope.report.table import text_table
-from decodescope.store.runs import StoredRun
+from decodescope.report.text_table import text_table
 
 DECIDING_SOURCES = ("prometheus", "log", "request")  # engine sources, best first
 

@@ -1,4 +1,4 @@
-"""What runs beside a probe: the Prometheus scraper and the engine-log tail (run/observe.py).
+"""What runs beside a probe: the Prometheus scraper and the engine-log tail (run/observer_protocol.py).
 
 Both are threads that only observe; a failure becomes a Finding, never a failed probe.
 """
@@ -14,7 +14,7 @@ import httpx
 from decodescope.analysis.contamination import flag_contaminated
 from decodescope.records.findings import Finding
 from decodescope.records.window import EngineWindow
-from decodescope.run.observe import ObserverResult
+from decodescope.run.observer_protocol import ObserverResult
 from decodescope.telemetry.prometheus import (
     Scrape,
     count_resets,

@@ -36,7 +36,7 @@ def read_api_key(var: str | None) -> str | None:
 
 @dataclass
 class ProbeOptions:
-    """What `check` and `sweep` pass to every probe they run."""
+    """What `check`, `sweep` and the exporter pass to every probe they run."""
 
     trials: int
     labels: dict[str, str] = field(default_factory=dict)

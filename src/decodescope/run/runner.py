@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 
 from decodescope.analysis.run_result import analyze_run
-from decodescope.caliber.check import check_request
+from decodescope.caliber.conformance import check_request
 from decodescope.caliber.spec import Caliber
 from decodescope.errors import ModelNotServedError, UnreachableError
 from decodescope.probe import client as cl
@@ -25,7 +25,7 @@ from decodescope.probe.request import base_url, build_body, endpoint_path
 from decodescope.records.findings import Finding
 from decodescope.records.request_metrics import compute
 from decodescope.records.trace import Chunk, RequestTrace
-from decodescope.run.observe import Observer
+from decodescope.run.observer_protocol import Observer
 from decodescope.store import runs as store_runs
 from decodescope.store.db import Store
 from decodescope.telemetry.detect import EngineInfo, detect_engine

@@ -1,7 +1,7 @@
 """Wiring of what runs beside a probe: Prometheus scraper, log tail, fingerprint.
 
-Kept apart from cli/probe.py so the probe command stays thin; each part is optional and
-degrades to a warning, never to a failed probe.
+Shared by `decodescope probe`, the demos, `sweep` and `run.probe_side`; each part is optional
+and degrades to a warning, never to a failed probe.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 from decodescope.errors import UsageError
 from decodescope.probe import client as cl
-from decodescope.run.observe import Observer
+from decodescope.run.observer_protocol import Observer
 from decodescope.run.observers import LogTailObserver, PrometheusObserver
 from decodescope.run.runner import ProbeSettings
 from decodescope.telemetry.detect import EngineInfo

@@ -17,8 +17,8 @@ from typing import Any
 
 from decodescope.caliber.spec import Caliber
 from decodescope.errors import StoreError, UsageError
+from decodescope.records.stored_run import StoredRun
 from decodescope.store.db import Store
-from decodescope.store.runs import StoredRun
 from decodescope.verdict import thresholds as th
 from decodescope.verdict.side_values import side_from_runs
 

@@ -124,6 +124,6 @@ def fingerprint_rows(b: Side, c: Side) -> list[EvidenceRow]:
 
 def diff_fingerprint_dicts(a: dict[str, Any], b: dict[str, Any]) -> list[EvidenceRow]:
     from decodescope.fingerprint.diff import diff_fingerprints
-    from decodescope.fingerprint.record import Fingerprint
+    from decodescope.fingerprint.stack import Fingerprint
 
     return list(diff_fingerprints(Fingerprint.from_dict(a), Fingerprint.from_dict(b)))

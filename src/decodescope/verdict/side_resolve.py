@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from decodescope.errors import StoreError, UsageError
+from decodescope.records.stored_run import StoredRun
 from decodescope.records.window import EngineWindow
 from decodescope.store import runs as store_runs
 from decodescope.store.db import Store
-from decodescope.store.runs import StoredRun
 from decodescope.verdict.side_values import Side, side_from_runs, side_from_windows
 
 SELECTOR_HELP = ("a run id (42), `last`, a run label key=value, a baseline name, or an engine "

@@ -15,8 +15,8 @@ from typing import Any, Literal
 
 from decodescope.analysis.decompose import pool
 from decodescope.caliber.spec import Caliber
+from decodescope.records.stored_run import StoredRun
 from decodescope.records.window import EngineWindow
-from decodescope.store.runs import StoredRun
 from decodescope.verdict import thresholds as th
 
 SideKind = Literal["run", "log"]

@@ -1,4 +1,4 @@
-"""Value types shared by the verdict modules (triage, wording, evidence rows)."""
+"""Value types shared by the verdict modules (triage, wording, evidence chain)."""
 
 from __future__ import annotations
 

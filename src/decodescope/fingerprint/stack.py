@@ -2,7 +2,7 @@
 
 A fingerprint is sections of named items. Every item says whether it was collected or why it
 is unavailable — "no data" is an item with status "unavailable" and a reason, never a blank or
-a zero. Values are JSON-able and already redacted (see `redact.py`).
+a zero. Values are JSON-able and already redacted (see `decodescope.redact`).
 
 Sections (SECTIONS, in display order):
     endpoint   engine kind/version, served models, model card, /get_server_info, /props
