@@ -9,12 +9,15 @@ import contextlib
 import json
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -107,6 +110,63 @@ def simulator(args: Sequence[str], cpu: int | None = SIM_CPU) -> Iterator[Sim]:
             proc.wait(10)
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+@dataclass
+class Replay:
+    """The replay emitter (bench/_emitter.py): Sim's interface, truth read from its files."""
+
+    url: str
+    proc: subprocess.Popen[str]
+    truth_dir: Path
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def truth(self, request_id: str) -> dict[str, Any]:
+        for name in (request_id, "chatcmpl-" + request_id):
+            p = self.truth_dir / f"{name}.json"
+            if p.exists():
+                rec = json.loads(p.read_text())
+                rec["chunks"] = [{"t_emit_monotonic_s": e, "t_deadline_monotonic_s": d, "tokens": n}
+                                 for e, d, n in zip(rec.pop("t_emit_monotonic_s"),
+                                                    rec.pop("t_deadline_monotonic_s"),
+                                                    rec.pop("tokens"), strict=True)]
+                return dict(rec)
+        raise KeyError(request_id)
+
+    def stats(self) -> list[dict[str, Any]]:
+        """Emission counters of every emitter process (tokens, sends, CPU of the loop, ticks)."""
+        return [json.loads(p.read_text()) for p in sorted(self.truth_dir.glob("stats-*.json"))]
+
+
+EMITTER = str(Path(__file__).parent / "_emitter.py")
+
+
+@contextlib.contextmanager
+def emitter(body: dict[str, Any], step_rate_hz: float, cpus: Sequence[int]) -> Iterator[Replay]:
+    """bench/_emitter.py serving `body`'s stream at `step_rate_hz`, one process per core of
+    `cpus` (at the simulator's priority)."""
+    tdir = Path(tempfile.mkdtemp(prefix="bench-emitter-"))
+    cmd = [*SIM_PRIORITY, *pinned(cpus[0] if cpus else None), sys.executable, EMITTER,
+           "--body", json.dumps(body), "--step-rate", str(step_rate_hz), "--truth-dir", str(tdir),
+           "--procs", str(max(1, len(cpus))), "--cpus", ",".join(map(str, cpus))]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        if not line:
+            raise SystemExit(f"emitter did not start: {' '.join(cmd)[:300]}")
+        info = json.loads(line)
+        yield Replay(str(info["url"]), proc, tdir, info)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+        if proc.stdout is not None:
+            proc.stdout.close()
+        shutil.rmtree(tdir, ignore_errors=True)
 
 
 # ---- truth arithmetic ---------------------------------------------------------------------
