@@ -51,7 +51,11 @@ from decodescope.records.trace import Chunk, RequestTrace
 
 Clock = Callable[[], float]
 _Row = tuple[float, str, str, int | None, str | None]  # a Chunk's fields, in order
-_decode_json = json.JSONDecoder().decode  # json.loads minus its per-call checks (hot path)
+_decode_json = json.JSONDecoder().decode  # json.loads minus its per-call checks
+try:  # every event of every stream is parsed: orjson takes a third of json's time here
+    from orjson import loads as _loads
+except ImportError:  # pragma: no cover - orjson is a dependency; json still does the job
+    _loads = json.loads
 CONNECT_TIMEOUT_S = 10.0
 # No byte for this long mid-stream counts as a stalled server (long prefills of 64K prompts
 # on a busy server can take minutes before the first byte).
@@ -233,7 +237,7 @@ async def stream_request(
             await asyncio.wait_for(send, deadline_s)
         else:
             await send
-        for data in rec.parser.close():
+        for data in rec.parser.close_raw():
             rec.event(data, clock())
         if not state.done and state.finish_reason is None:
             raise StreamClosedError("server closed the stream before it finished",
@@ -342,7 +346,7 @@ class _Recorder:
                 remedy="The server ignores max_tokens or sends junk; check the server or a proxy in between")
         on_event, rows, on_chunk = self.state.on_event, self.rows, self.on_chunk
         cap = self.max_chunks if self.max_chunks is not None else -1
-        for data in self.parser.feed(block):  # self.event, inlined: this runs for every chunk
+        for data in self.parser.feed_raw(block):  # self.event, inlined: runs for every chunk
             row = on_event(data, t, self.url)
             if row is not None:
                 if len(rows) == cap:
@@ -360,7 +364,7 @@ class _Recorder:
             where=self.url,
             remedy="The server ignores max_tokens; check the engine's version and options")
 
-    def event(self, data: str, t: float) -> None:
+    def event(self, data: bytes, t: float) -> None:
         row = self.state.on_event(data, t, self.url)
         if row is not None:
             self.rows.append(row)
@@ -410,42 +414,42 @@ class _StreamState:
         self.last_completion_tokens = 0
         self.request_id: str | None = None
 
-    def on_event(self, data: str, t: float, url: str) -> _Row | None:
+    def on_event(self, data: bytes | str, t: float, url: str) -> _Row | None:
         """The chunk an event carries, as (t_recv_s, content, reasoning, tokens,
         finish_reason): Chunk's fields in order."""
         try:
-            obj = _decode_json(data)
+            obj = _loads(data)
         except ValueError:
-            if data.strip() == "[DONE]":
-                self.done = True
+            obj = self._decode_slow(data, url)
+            if obj is None:
                 return None
-            raise MalformedSSEError(f"SSE data is not JSON: {data[:80]!r}", where=url,
-                                    remedy="The server or a proxy corrupts the stream; probe the server directly") from None
-        if not isinstance(obj, dict):
-            raise MalformedSSEError(f"SSE data is not a JSON object: {data[:80]!r}", where=url)
-        if "error" in obj and not obj.get("choices"):
+        if type(obj) is not dict:
+            raise MalformedSSEError(f"SSE data is not a JSON object: {_text(data)[:80]!r}", where=url)
+        choices = obj.get("choices")
+        if "error" in obj and not choices:
             err = obj["error"]
             msg = err.get("message") if isinstance(err, dict) else str(err)
             raise ServerError(f"server sent an error mid-stream: {msg}", where=url)
         if self.request_id is None and isinstance(obj.get("id"), str):
             self.request_id = obj["id"]
-        if isinstance(obj.get("timings"), dict):
+        if "timings" in obj and isinstance(obj["timings"], dict):
             self.timings = obj["timings"]
         tokens: int | None = None
         usage = obj.get("usage")
-        if isinstance(usage, dict):
+        if usage is not None and type(usage) is dict:
             self.usage = usage
             ct = usage.get("completion_tokens")
-            if isinstance(ct, int):
+            if type(ct) is int:
                 tokens = ct - self.last_completion_tokens
                 self.last_completion_tokens = ct
         content = reasoning = ""
         finish = None
-        choices = obj.get("choices")
-        if isinstance(choices, list) and choices:
-            ch = choices[0] if isinstance(choices[0], dict) else {}
+        if choices and type(choices) is list:
+            ch = choices[0]
+            if type(ch) is not dict:
+                ch = {}
             delta = ch.get("delta")
-            if isinstance(delta, dict):
+            if type(delta) is dict:
                 content = delta.get("content") or ""
                 reasoning = delta.get("reasoning_content") or delta.get("reasoning") or ""
             elif isinstance(ch.get("text"), str):
@@ -454,8 +458,21 @@ class _StreamState:
             if finish:
                 self.finish_reason = finish
         elif choices is None and usage is None and "timings" not in obj:
-            raise MalformedSSEError(f"SSE event is not a completion chunk: {data[:80]!r}", where=url)
+            raise MalformedSSEError(f"SSE event is not a completion chunk: {_text(data)[:80]!r}", where=url)
         return (t, content, reasoning, tokens, finish)
+
+    def _decode_slow(self, data: bytes | str, url: str) -> Any:
+        """What orjson refused: [DONE] (None), or JSON that json still reads (invalid UTF-8
+        replaced, NaN, huge integers), or a MalformedSSEError."""
+        text = _text(data)
+        if text.strip() == "[DONE]":
+            self.done = True
+            return None
+        try:
+            return _decode_json(text)
+        except ValueError:
+            raise MalformedSSEError(f"SSE data is not JSON: {text[:80]!r}", where=url,
+                                    remedy="The server or a proxy corrupts the stream; probe the server directly") from None
 
     def trace(self, t_send: float, t_headers: float | None, chunks: list[_Row],
               status: int | None, t_done: float, error: Exception | None) -> RequestTrace:
@@ -477,6 +494,10 @@ class _StreamState:
             request_id=self.request_id,
             t_done_s=t_done,
         )
+
+
+def _text(data: bytes | str) -> str:
+    return data.decode("utf-8", "replace") if isinstance(data, bytes) else data
 
 
 def _one_line(error: Exception | None) -> str | None:

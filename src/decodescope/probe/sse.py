@@ -27,6 +27,16 @@ class SSEParser:
 
     def feed(self, block: bytes) -> list[str]:
         """Return the `data` payloads of the events completed by this block."""
+        return [d.decode("utf-8", "replace") for d in self.feed_raw(block)]
+
+    def feed_raw(self, block: bytes) -> list[bytes]:
+        """`feed`, with the payloads as the bytes that came (a JSON parser takes them as they
+        are). One whole `data: ...` event in a block of its own, the usual case of a streaming
+        server, is sliced out without splitting the block into lines."""
+        if (not self._pieces and not self._data and block[:6] == b"data: "
+                and block[-2:] == b"\n\n" and block.count(b"\n") == 2
+                and block[-3:-2] != b"\r" and len(block) <= self.max_event_bytes):
+            return [block[6:-2]]
         if b"\n" not in block:
             if block:
                 self._pieces.append(block)
@@ -43,15 +53,14 @@ class SSEParser:
         last = lines.pop()  # the unfinished last line (b"" after a newline)
         self._pieces = [last] if last else []
         self._pending = len(last)
-        events: list[str] = []
+        events: list[bytes] = []
         data, size = self._data, self._data_bytes
         for line in lines:
             if line[-1:] == b"\r":
                 line = line[:-1]
             if not line:
                 if data:
-                    events.append((data[0] if len(data) == 1 else b"\n".join(data))
-                                  .decode("utf-8", "replace"))
+                    events.append(data[0] if len(data) == 1 else b"\n".join(data))
                     data, size = [], 0
             elif line[:5] == b"data:":
                 value = line[6:] if line[5:6] == b" " else line[5:]
@@ -67,9 +76,13 @@ class SSEParser:
 
     def close(self) -> list[str]:
         """Flush a final event that was not followed by a blank line."""
-        events = self.feed(b"\n") if self._pieces else []
+        return [d.decode("utf-8", "replace") for d in self.close_raw()]
+
+    def close_raw(self) -> list[bytes]:
+        """`close`, with the payloads as bytes."""
+        events = self.feed_raw(b"\n") if self._pieces else []
         if self._data:
-            events.append(b"\n".join(self._data).decode("utf-8", "replace"))
+            events.append(b"\n".join(self._data))
             self._data, self._data_bytes = [], 0
         return events
 
