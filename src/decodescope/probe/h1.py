@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import platform
+import select
 import socket
 import struct
 import sys
@@ -56,9 +57,54 @@ class _Stale(Exception):
     """A pooled connection was closed by the server before any byte of the response."""
 
 
+class _Mux:
+    """The sockets of one pool behind one epoll descriptor that the event loop watches: one
+    loop callback per wake-up reads every socket that is ready, instead of one callback (a
+    Handle, a trip through the loop's ready queue) per socket. Linux only; elsewhere each
+    socket is the loop's reader itself."""
+
+    def __init__(self) -> None:
+        self.ep = select.epoll()
+        self.conns: dict[int, _Conn] = {}
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    def add(self, fd: int, conn: _Conn) -> None:
+        loop = asyncio.get_running_loop()
+        if self.loop is not loop:
+            self._unwatch()
+            loop.add_reader(self.ep.fileno(), self._ready)
+            self.loop = loop
+        self.ep.register(fd, select.EPOLLIN)
+        self.conns[fd] = conn
+
+    def remove(self, fd: int) -> None:
+        if self.conns.pop(fd, None) is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self.ep.unregister(fd)
+
+    def _ready(self) -> None:
+        get = self.conns.get
+        for fd, _ in self.ep.poll(0):
+            conn = get(fd)
+            if conn is not None:
+                conn._readable()
+
+    def _unwatch(self) -> None:
+        if self.loop is not None:
+            with contextlib.suppress(RuntimeError, ValueError, OSError):  # that loop is closed
+                self.loop.remove_reader(self.ep.fileno())
+            self.loop = None
+
+    def close(self) -> None:
+        self._unwatch()
+        self.conns.clear()
+        self.ep.close()
+
+
 class _Conn:
-    def __init__(self, sock: socket.socket, kernel_ts: bool) -> None:
+    def __init__(self, sock: socket.socket, kernel_ts: bool, mux: _Mux | None = None) -> None:
         self.sock = sock
+        self.mux = mux
         self.kernel_ts = kernel_ts
         self.closed = False
         self.reusable = False
@@ -90,7 +136,10 @@ class _Conn:
                 raise _Stale() from None
             raise httpx.WriteError(str(exc) or type(exc).__name__) from None
         fd = self.sock.fileno()
-        loop.add_reader(fd, self._readable)
+        if self.mux is not None:
+            self.mux.add(fd, self)
+        else:
+            loop.add_reader(fd, self._readable)
         self._timer = loop.call_at(loop.time() + read_timeout_s, self._check_timeout)
         try:
             await self._done
@@ -112,9 +161,11 @@ class _Conn:
                 self._unwatch(self.sock.fileno())
             self.sock.close()
 
-    @staticmethod
-    def _unwatch(fd: int) -> None:
-        asyncio.get_running_loop().remove_reader(fd)
+    def _unwatch(self, fd: int) -> None:
+        if self.mux is not None:
+            self.mux.remove(fd)
+        else:
+            asyncio.get_running_loop().remove_reader(fd)
 
     # ---- reading ------------------------------------------------------------------------
     def _readable(self) -> None:
@@ -309,6 +360,7 @@ class H1Pool:
         self.kernel_timestamps = kernel_timestamps and SO_TIMESTAMPNS is not None
         self._idle: dict[tuple[str, int], list[_Conn]] = {}
         self._sem: asyncio.Semaphore | None = None
+        self._mux: _Mux | None = None
 
     @staticmethod
     def accepts(url: str) -> bool:
@@ -362,13 +414,15 @@ class H1Pool:
             raise httpx.ConnectTimeout(f"no connection within {self.connect_timeout_s:g} s") from None
         except OSError as exc:
             raise httpx.ConnectError(str(exc) or type(exc).__name__) from None
-        if self.kernel_timestamps:
+        if self._mux is None and hasattr(select, "epoll"):
+            self._mux = _Mux()
+        kernel_ts = self.kernel_timestamps
+        if kernel_ts:
             try:
                 sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS or 0, 1)
             except OSError:
-                return _Conn(sock, False)
-            return _Conn(sock, True)
-        return _Conn(sock, False)
+                kernel_ts = False
+        return _Conn(sock, kernel_ts, self._mux)
 
     @staticmethod
     async def _open(host: str, port: int) -> socket.socket:
@@ -395,3 +449,6 @@ class H1Pool:
             for conn in conns:
                 conn.close()
         self._idle.clear()
+        if self._mux is not None:
+            self._mux.close()
+            self._mux = None
