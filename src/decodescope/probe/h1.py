@@ -45,6 +45,7 @@ READ_BYTES = 64 * 1024
 SO_TIMESTAMPNS = 35 if sys.platform == "linux" and platform.machine() in ("x86_64", "aarch64") else None
 ANC_BYTES = 64  # room for one struct timespec control message
 MAX_KERNEL_SKEW_S = 1.0  # a kernel time this far from the clock is not trusted (and not used)
+_TIMESPEC = struct.Struct("qq").unpack_from
 
 
 class Sink(Protocol):
@@ -194,12 +195,13 @@ class _Conn:
         except BaseException as exc:  # a parse error, or one the sink raised: end this request
             self._fail(exc)
 
-    def _kernel_time(self, anc: list[tuple[int, int, bytes]], t_now: float) -> float:
+    @staticmethod
+    def _kernel_time(anc: list[tuple[int, int, bytes]], t_now: float) -> float:
         """The kernel's arrival time of the read's last segment, on the caller's clock."""
         for level, kind, raw in anc:
-            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(raw) >= 16:
-                sec, nsec = struct.unpack_from("qq", raw)
-                age = time.time() - (sec + nsec * 1e-9)
+            if kind == SO_TIMESTAMPNS and level == socket.SOL_SOCKET and len(raw) >= 16:
+                sec, nsec = _TIMESPEC(raw)
+                age = (time.time_ns() - sec * 1_000_000_000 - nsec) * 1e-9  # exact in integers
                 if -MAX_KERNEL_SKEW_S < age < MAX_KERNEL_SKEW_S:
                     return t_now - max(age, 0.0)
         return t_now
@@ -278,6 +280,18 @@ class _Conn:
             self._chunked(data, t)
 
     def _chunked(self, data: bytes, t: float) -> None:
+        if not self._buf and not self._left and not self._crlf:
+            # The usual read of a streaming server: one whole chunk, one event. Slice it out.
+            eol = data.find(b"\r\n", 0, 18)
+            if eol > 0:
+                try:
+                    size = int(data[:eol], 16)
+                except ValueError:
+                    size = 0  # a chunk extension, or junk: the general path below decides
+                end = eol + 2 + size
+                if size > 0 and len(data) == end + 2 and data[end:] == b"\r\n":
+                    self._sink.on_body(data[eol + 2:end], t)  # type: ignore[union-attr]
+                    return
         buf = self._buf + data if self._buf else data
         pos, n = 0, len(buf)
         out: list[bytes] = []
