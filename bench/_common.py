@@ -122,6 +122,15 @@ class Replay:
     info: dict[str, Any] = field(default_factory=dict)
 
     def truth(self, request_id: str) -> dict[str, Any]:
+        """A request's truth (written when its stream ended: waits a little for the file)."""
+        for _ in range(100):
+            try:
+                return self._truth(request_id)
+            except KeyError:
+                time.sleep(0.05)
+        return self._truth(request_id)
+
+    def _truth(self, request_id: str) -> dict[str, Any]:
         for name in (request_id, "chatcmpl-" + request_id):
             p = self.truth_dir / f"{name}.json"
             if p.exists():

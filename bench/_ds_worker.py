@@ -18,6 +18,8 @@ import sys
 import time
 from typing import Any
 
+import orjson
+
 from decodescope.probe import client as cl
 from decodescope.records.request_metrics import compute
 from decodescope.records.trace import RequestTrace
@@ -73,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     (u1, s1), t1 = _cpu_s(), time.perf_counter()
     out = {"cpu_s": (u1 - u0) + (s1 - s0), "sys_s": s1 - s0, "wall_s": t1 - t0,
            "requests": [_record(t) for t in traces]}
-    json.dump(out, sys.stdout)
+    sys.stdout.buffer.write(orjson.dumps(out))  # ~10x json's speed over 100k receipt times
     return 0
 
 

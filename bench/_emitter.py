@@ -110,7 +110,8 @@ def _post_raw(port: int, path: str, body: bytes, headers: dict[str, str]) -> byt
 
 def _unchunk(raw: bytes) -> list[bytes]:
     """HTTP chunks of a chunked body (the simulator frames one SSE event per chunk)."""
-    out, pos = [], 0
+    out: list[bytes] = []
+    pos = 0
     while True:
         eol = raw.index(b"\r\n", pos)
         size = int(raw[pos:eol], 16)
@@ -325,7 +326,9 @@ class Emitter:
                "t_arrival_monotonic_s": s.t_arrival, "t_emit_monotonic_s": [e for e, _ in s.emits],
                "t_deadline_monotonic_s": [d for _, d in s.emits],
                "tokens": self.template.tokens[:len(s.emits)]}
-        (self.truth_dir / f"{s.response_id}.json").write_text(json.dumps(rec))
+        tmp = self.truth_dir / f".{s.response_id}.tmp"
+        tmp.write_text(json.dumps(rec))
+        tmp.replace(self.truth_dir / f"{s.response_id}.json")  # whole, or not there yet
         self.stats["steps"] += len(s.emits)
         self.stats["streams"] += 1
         self._write_stats()
