@@ -54,6 +54,7 @@ from decodescope.records.trace import Chunk, RequestTrace
 Clock = Callable[[], float]
 _Row = tuple[float, str, str, int | None, str | None]  # a Chunk's fields, in order
 _decode_json = json.JSONDecoder().decode  # json.loads minus its per-call checks
+_loads: Callable[[bytes | str], Any]
 try:  # every event of every stream is parsed: orjson takes a third of json's time here
     from orjson import loads as _loads
 except ImportError:  # pragma: no cover - orjson is a dependency; json still does the job
