@@ -264,8 +264,8 @@ def overhead(cap: list[Outcome]) -> dict[str, Any]:
 
 def _cpu_rows(client: str, ov: dict[str, Any]) -> list[list[str]]:
     per_m, proj = ov.get("cpu_s_per_mtok"), ov.get("projected_tps_per_core")
-    return [[client, f"CPU s per Mtok (slope over {ov['levels']} capacity runs)",
-             "-" if per_m is None else f"{per_m:.1f}", "-", "-"],
+    return [[client, "CPU s per Mtok (slope over the capacity runs)",
+             "-" if per_m is None else f"{per_m:.1f} ({ov['levels']} runs)", "-", "-"],
             [client, "tokens/s per busy core (1e6 / CPU s per Mtok)",
              "-" if proj is None else f"{proj:,.0f}", "-", "-"]]
 
@@ -415,7 +415,7 @@ def bench_pass(args: argparse.Namespace, ap: _aiperf.AIPerf | None, n_load: int
     if "aiperf" in facts:
         rows += _ratio_rows(facts["decodescope"], facts["aiperf"])
     rows.append(["machine", "load average (1 min) before / after",
-                 f"{load0[0]:.2f} / {load1[0]:.2f}", f"{n_load} busy loops", "-"])
+                 f"{load0[0]:.2f} / {load1[0]:.2f} ({n_load} busy loops)", "-", "-"])
     results.update({"load_before": load0, "load_after": load1, "seconds": time.monotonic() - t0,
                     "rows": rows})
     return rows, results
