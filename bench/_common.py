@@ -94,13 +94,20 @@ def simulator(args: Sequence[str], cpu: int | None = SIM_CPU) -> Iterator[Sim]:
     """`decodescope sim --port 0 --json ARGS` in its own process, pinned to `cpu`."""
     # The sim command itself, not the whole CLI: a broken import elsewhere must not stop it.
     cmd = [*SIM_PRIORITY, *pinned(cpu), sys.executable, "-c", SIM_MAIN, "--port", "0", "--json", *args]
+    with _server(cmd, "simulator") as (proc, info):
+        yield Sim(str(info["url"]), proc)
+
+
+@contextlib.contextmanager
+def _server(cmd: list[str], what: str) -> Iterator[tuple[subprocess.Popen[str], dict[str, Any]]]:
+    """A server process that prints one JSON line (its URL, ...) when ready; stopped on exit."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
         if not line:
-            raise SystemExit(f"simulator did not start: {' '.join(cmd)}")
-        yield Sim(str(json.loads(line)["url"]), proc)
+            raise SystemExit(f"{what} did not start: {' '.join(cmd)[:300]}")
+        yield proc, json.loads(line)
     finally:
         proc.terminate()
         try:
@@ -158,23 +165,10 @@ def emitter(body: dict[str, Any], step_rate_hz: float, cpus: Sequence[int]) -> I
     cmd = [*SIM_PRIORITY, *pinned(cpus[0] if cpus else None), sys.executable, EMITTER,
            "--body", json.dumps(body), "--step-rate", str(step_rate_hz), "--truth-dir", str(tdir),
            "--procs", str(max(1, len(cpus))), "--cpus", ",".join(map(str, cpus))]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        if not line:
-            raise SystemExit(f"emitter did not start: {' '.join(cmd)[:300]}")
-        info = json.loads(line)
-        yield Replay(str(info["url"]), proc, tdir, info)
+        with _server(cmd, "emitter") as (proc, info):
+            yield Replay(str(info["url"]), proc, tdir, info)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-        if proc.stdout is not None:
-            proc.stdout.close()
         shutil.rmtree(tdir, ignore_errors=True)
 
 
