@@ -184,11 +184,10 @@ def decide(b: Side, c: Side, ch: dict[str, Change], cal: CaliberComparison, *,
             return Decision("INCONCLUSIVE", "stalls within noise", None, (why,))
         if outcome == "one-off":
             notes.append(why)
-            stall_gain = 0.0  # judged: not repeated as "stalls changed too" below
     if d.status == "undecidable":
         wide = [x for x in (d, acc, s) if x.status == "undecidable"]
         needed = [x.trials_needed for x in wide]
-        if abs(stall_gain) >= min_effect:
+        if abs(stall_gain) >= min_effect and not notes:  # a one-off pause is noted already
             notes.append(f"stalls changed too: {100 * (sb or 0.0):.0f}% → "
                          f"{100 * (sc or 0.0):.0f}% of the steady state was lost to pauses")
         return Decision("INCONCLUSIVE", "noise",
