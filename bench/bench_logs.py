@@ -1,25 +1,28 @@
-"""Benchmark: reading a log (analyze_log, what `decodescope logs` runs) against `grep -c`.
+"""Benchmark: the log reader against `grep -c`, on realistic generated logs of each engine.
 
-Generates a synthetic (seeded) vLLM V1 log of at least --size-mb (default 1024 MB), warms the
-page cache and times, best of --repeat, each in a fresh process: grep -c over the whole file,
-the sequential whole read, the parallel whole read (every core), a 30-minute --since/--until
-window found by seeking, and the same window by a whole read. Prints a Markdown table
-(docs/logs.md holds a measured one) and deletes the file (unless --keep or --path names an
-existing file to reuse).
+One run prints, side by side, for each engine (vLLM, SGLang, llama.cpp) and size (default
+1 GiB and 4 GiB): `grep -c KEYWORD FILE`, decodescope's full scan (what `decodescope logs FILE
+--json` computes, sequential) and a 30-minute `--since/--until` window (the seek), each in a
+fresh process: wall time, CPU time and peak RSS of that child (os.wait4), and CPU as a
+multiple of grep's. Targets (issue 22): full scan <= 8x grep -c, peak RSS <= 200 MB at both
+sizes, window < 1 s. `--src DIR` measures another source tree (the code before a change:
+`git worktree add /tmp/before HEAD`, then `--src /tmp/before/src`).
 
-Profiles (what a busy vLLM 0.11+ server with default logging writes; all synthetic):
-  realistic  per 10 s stats interval while serving: one `Engine 000:` line, one
-             `SpecDecoding metrics:` line (MTP k=3), a uvicorn access line per request
-             (0.5-4 req/s over a day cycle, idle 2 h a night: stats lines suppressed), a
-             health probe every 10 s and a Prometheus scrape every 15 s.
-  request-logging  realistic, plus vLLM's per-request log lines (`--enable-log-requests`:
-             `Received request ... prompt: '...' params: SamplingParams(...)` and `Added
-             request`): stats lines are a small share of the bytes.
-  dense      stats lines only (Engine + SpecDecoding every interval): the worst case for
-             the reader, every line is a candidate.
+Profiles (what busy servers with default logging write; all synthetic, seeded):
+  vllm      per 10 s stats interval while serving: one `Engine 000:` line, one
+            `SpecDecoding metrics:` line (MTP k=3), a uvicorn access line per request
+            (0.5-4 req/s over a day cycle, idle 2 h a night: stats lines suppressed), a
+            health probe every 10 s and a Prometheus scrape every 15 s.
+  sglang    a `Decode batch,` line every 40 batch steps while serving (EAGLE accept len),
+            a `Prefill batch,` and an access line per request, health probes.
+  llamacpp  per request the PR #24536 `print_timing` block with draft-mtp statistics, plus
+            launch, request, release and idle lines (elapsed-time stamps: no window seek).
 
-    python bench/bench_logs.py                      # 1 GB realistic, best of 3
-    python bench/bench_logs.py --profile dense --size-mb 256
+    nice python bench/bench_logs.py                          # 1 and 4 GiB, three engines
+    nice python bench/bench_logs.py --sizes-mb 1024 --engines vllm --src /tmp/before/src
+    python bench/bench_logs.py --stages FILE                 # in-process stage timings
+    python bench/bench_logs.py --floor FILE --engines llamacpp  # the per-line Python floor
+    python bench/bench_logs.py --bulk-floor FILE --engines sglang  # the bulk read's floor
 """
 
 from __future__ import annotations
@@ -28,12 +31,12 @@ import argparse
 import math
 import os
 import random
-import resource
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
 
@@ -134,27 +137,6 @@ def generate(path: Path, size_mb: int, profile: str, seed: int = 1) -> None:
             written += len(text)
 
 
-def _child_cpu_s() -> float:
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
-
-
-def timed(cmd: list[str], repeat: int) -> tuple[float, float, str]:
-    """(best wall seconds, best CPU seconds, stdout). CPU time is the fair figure on a
-    shared machine: wall time there includes waiting for a core."""
-    best_wall = best_cpu = math.inf
-    out = ""
-    for _ in range(repeat):
-        c0, t0 = _child_cpu_s(), time.perf_counter()
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        best_wall = min(best_wall, time.perf_counter() - t0)
-        best_cpu = min(best_cpu, _child_cpu_s() - c0)
-        if proc.returncode not in (0, 1):
-            sys.exit(f"{cmd[0]} failed ({proc.returncode}): {proc.stderr[-500:]}")
-        out = proc.stdout
-    return best_wall, best_cpu, out
-
-
 def stages(path: Path) -> None:
     """CPU seconds of analyze_log's stages, each run on top of the previous one (in-process)."""
     from decodescope.telemetry.logs import vllm
@@ -203,85 +185,317 @@ def stages(path: Path) -> None:
         print(f"{name:<28}{best:>8.3f}  {n:,}")
 
 
+def floor(path: Path, engine: str) -> None:
+    """CPU seconds (in-process, best of 3) of the pieces any per-line Python reader pays, alone:
+    handing each candidate line to Python (no parsing), one EngineWindow per window, one
+    summary add per window; and the whole read with its summary. What is left between the
+    pieces' sum and the whole read is parsing, pairing, interval and integrity rules."""
+    import dataclasses
+
+    from decodescope.records.window import EngineWindow
+    from decodescope.telemetry.logs import iter_windows, llamacpp, sglang, vllm
+    from decodescope.telemetry.logs.accumulate import LogAccumulator
+    from decodescope.telemetry.logs.parse_counts import ParseCounts
+    from decodescope.telemetry.logs.reader import read_lines
+
+    keywords = {"vllm": vllm, "sglang": sglang, "llamacpp": llamacpp}[engine].LEAN_KEYWORDS
+
+    def best(fn: Callable[[], object], n: int = 3) -> float:
+        b = math.inf
+        for _ in range(n):
+            c0 = time.process_time()
+            fn()
+            b = min(b, time.process_time() - c0)
+        return b
+
+    def lines() -> int:
+        return sum(1 for _ in read_lines(str(path), lambda: keywords, ParseCounts()))
+
+    windows = list(iter_windows(str(path), engine=engine))
+    names = [f.name for f in dataclasses.fields(EngineWindow)]
+    rows = [tuple(getattr(w, f) for f in names) for w in windows]
+
+    def summary(ws: Iterable[EngineWindow]) -> None:
+        acc = LogAccumulator()
+        for w in ws:
+            acc.add(w)
+
+    n, n_w = lines(), max(len(windows), 1)
+    search = best(lines)
+    make = best(lambda: [EngineWindow(*r) for r in rows])
+    add = best(lambda: summary(windows))
+    whole = best(lambda: summary(iter_windows(str(path), engine=engine)), 2)
+    print(f"{path} ({path.stat().st_size / 1e6:.0f} MB), {engine}: {n:,} candidate lines, "
+          f"{len(windows):,} windows; CPU s, best of 3")
+    print(f"  candidate lines to Python (no parsing) {search:8.3f}")
+    print(f"  one EngineWindow per window            {make:8.3f}  ({make / n_w * 1e6:.1f} us each)")
+    print(f"  one summary add per window             {add:8.3f}  ({add / n_w * 1e6:.1f} us each)")
+    print(f"  sum of the three (the floor)           {search + make + add:8.3f}")
+    print(f"  whole read + summary adds              {whole:8.3f}")
+
+
+def bulk_floor(path: Path, engine: str) -> None:
+    """CPU seconds (in-process, best of 2) of the pieces the bulk read (bulk_vllm.py,
+    bulk_sglang.py) pays over the whole file in its 8 MiB blocks, alone: reading the blocks,
+    its regex passes, the keyword scans of the other engines' watch keywords."""
+    from decodescope.telemetry.logs import bulk_sglang, bulk_vllm
+
+    if engine not in ("vllm", "sglang"):
+        sys.exit("--bulk-floor: vllm or sglang (llama.cpp has no bulk read)")
+    rxs = [bulk_sglang._LINE] if engine == "sglang" else [bulk_vllm._STATS,
+                                                          bulk_vllm._spec_line(3)]
+    kws = bulk_sglang._WATCH if engine == "sglang" else bulk_vllm._WATCH
+
+    def blocks() -> Iterable[bytes]:
+        with open(path, "rb", buffering=0) as f:
+            while block := f.read(bulk_sglang.BLOCK_BYTES):
+                yield block
+
+    def best(fn: Callable[[], object]) -> float:
+        b = math.inf
+        for _ in range(2):
+            c0 = time.process_time()
+            fn()
+            b = min(b, time.process_time() - c0)
+        return b
+
+    read = best(lambda: sum(1 for _ in blocks()))
+    regex = best(lambda: [len(list(r.finditer(d))) for d in blocks() for r in rxs]) - read
+    scans = best(lambda: [any(d.find(k) >= 0 for k in kws) for d in blocks()]) - read
+    print(f"{path} ({path.stat().st_size / 1e6:.0f} MB), {engine}: CPU s, best of 2")
+    print(f"  read the 8 MiB blocks                  {read:8.3f}")
+    print(f"  regex passes (minus the read)          {regex:8.3f}")
+    print(f"  watch-keyword scans (minus the read)   {scans:8.3f}")
+    print(f"  sum (the bulk read's floor)            {read + regex + scans:8.3f}")
+
+
+def sglang_generate(path: Path, size_mb: int, seed: int = 1) -> None:
+    """A realistic SGLang server log (synthetic): per request a `Prefill batch.` line and a
+    uvicorn access line; while decoding a `Decode batch,` line every 40 batch steps (EAGLE,
+    accept len), a health probe every 10 s; idle 02:00-04:00 (SGLang then logs no Decode)."""
+    rng = random.Random(seed)
+    target = size_mb * (1 << 20)
+    written, t = 0, T_START
+    with open(path, "w", buffering=1 << 20) as f:
+        while written < target:
+            chunk: list[str] = []
+            for _ in range(1000):
+                t += INTERVAL_S
+                lam = request_rate(t)
+                head = datetime.fromtimestamp(t - INTERVAL_S).strftime("[%Y-%m-%d %H:%M:%S")
+                for _ in range(poisson(rng, lam * INTERVAL_S)):
+                    chunk.append(f"{head} TP0] Prefill batch, #new-seq: 1, #new-token: "
+                                 f"{rng.randint(20, 3000)}, #cached-token: {rng.randint(0, 500)}, "
+                                 "token usage: 0.05, #running-req: 3, #queue-req: 0, ")
+                    chunk.append(f'[{head[1:]}] INFO:     127.0.0.1:{rng.randint(30000, 60000)} - '
+                                 '"POST /v1/chat/completions HTTP/1.1" 200 OK')
+                chunk.append(f'[{head[1:]}] INFO:     127.0.0.1:{rng.randint(30000, 60000)} - '
+                             '"GET /health HTTP/1.1" 200 OK')
+                if lam == 0:
+                    continue
+                running = max(1, min(16, round(lam * 4 + rng.gauss(0, 1))))
+                step_s = 0.025 + 0.002 * running
+                dt = 0.0
+                while dt + 40 * step_s <= INTERVAL_S:  # a Decode line every 40 batch steps
+                    dt += 40 * step_s
+                    acc = rng.uniform(2.2, 3.2)
+                    stamp = datetime.fromtimestamp(t - INTERVAL_S + dt).strftime(
+                        "[%Y-%m-%d %H:%M:%S")
+                    chunk.append(
+                        f"{stamp} TP0] Decode batch, #running-req: {running}, #token: "
+                        f"{rng.randint(2000, 90000)}, token usage: {rng.uniform(0.02, 0.6):.2f}, "
+                        f"accept len: {acc:.2f}, accept rate: {acc / 4:.2f}, cuda graph: True, "
+                        f"gen throughput (token/s): {running * acc / step_s:.2f}, #queue-req: 0, ")
+            text = "\n".join(chunk) + "\n"
+            f.write(text)
+            written += len(text)
+
+
+def _elapsed(t_s: float) -> str:
+    m, s = divmod(t_s, 60.0)
+    us = int(round((s - int(s)) * 1e6))
+    return f"{int(m)}.{int(s):02d}.{us // 1000:03d}.{us % 1000:03d}"
+
+
+def llamacpp_generate(path: Path, size_mb: int, seed: int = 1) -> None:
+    """A realistic llama.cpp server log (synthetic; PR #24536 format, draft-mtp k=3): per
+    request the launch and request lines, the `print_timing` block (prompt eval, eval, total,
+    draft acceptance with MAL, statistics), release and idle lines; elapsed-time stamps."""
+    rng = random.Random(seed)
+    target = size_mb * (1 << 20)
+    written, t, task = 0, 5.0, 0
+    with open(path, "w", buffering=1 << 20) as f:
+        while written < target:
+            chunk: list[str] = []
+            for _ in range(1000):
+                task += 1
+                slot = task % 4
+                prompt_n, n_gen = rng.randint(20, 2000), rng.randint(64, 1024)
+                acc_rate = rng.uniform(0.55, 0.8)
+                steps = max(1, round(n_gen / (1 + 3 * acc_rate)))
+                accepted = n_gen - 1 - steps if n_gen - 1 > steps else 0
+                drafts = steps
+                generated = 3 * drafts
+                eval_ms = (n_gen - 1) / 110.0 * 1e3
+                pre = f"I slot print_timing: id  {slot} | task {task} | "
+                e = _elapsed(t)
+                t += rng.uniform(0.5, 4.0)
+                chunk += [
+                    f"{e} I slot launch_slot_: id  {slot} | task {task} | processing task",
+                    f"{e} I slot update_slots: id  {slot} | task {task} | new prompt, n_ctx_slot = "
+                    f"32768, n_keep = 0, task.n_tokens = {prompt_n}",
+                    f"{e} I srv  log_server_r: request: POST /v1/chat/completions 127.0.0.1 200",
+                    f"{e} {pre}prompt eval time = {prompt_n / 2.0:10.2f} ms / {prompt_n:5d} "
+                    f"tokens ( 0.50 ms per token, 2000.00 tokens per second)",
+                    f"{e} {pre}       eval time = {eval_ms:10.2f} ms / {n_gen:5d} tokens "
+                    f"( {eval_ms / n_gen:.2f} ms per token, {n_gen / eval_ms * 1e3:.2f} tokens "
+                    "per second)",
+                    f"{e} {pre}      total time = {eval_ms + prompt_n / 2.0:10.2f} ms / "
+                    f"{prompt_n + n_gen:5d} tokens",
+                    f"{e} {pre}   graphs reused = {steps}",
+                    f"{e} {pre}draft acceptance = {accepted / generated:.5f} ({accepted:5d} "
+                    f"accepted / {generated:5d} generated), mean acceptance length = "
+                    f"{1 + accepted / drafts:.2f}, acceptance rate per position = (0.800, 0.600,"
+                    " 0.400)",
+                    f"{e} I statistics     draft-mtp: #calls(b,g,a) =    1 {drafts:6d} {drafts:6d}"
+                    f", #gen drafts = {drafts:6d}, #acc drafts = {drafts // 2:6d}, #gen tokens = "
+                    f"{generated:6d}, #acc tokens = {accepted:6d}, #mean acc len = "
+                    f"{1 + accepted / drafts:.2f}, #acc rate/pos = (0.800, 0.600, 0.400), "
+                    "dur(b,g,a) = 0.005, 325.555, 0.114 ms",
+                    f"{e} I slot      release: id  {slot} | task {task} | stop processing: "
+                    f"n_tokens = {prompt_n + n_gen}, truncated = 0",
+                    f"{e} I srv  update_slots: all slots are idle",
+                ]
+            text = "\n".join(chunk) + "\n"
+            f.write(text)
+            written += len(text)
+
+
+GENERATORS = {"vllm": lambda p, mb: generate(p, mb, "realistic"),
+              "sglang": sglang_generate, "llamacpp": llamacpp_generate}
+GREP_KEY = {"vllm": "Avg generation throughput", "sglang": "Decode batch",
+            "llamacpp": "eval time ="}
+
+# The child: what `decodescope logs FILE --json` does (summary JSON to /dev/null); sequential
+# (parallel=False) so the figure does not depend on the machine's load. Prints the window count.
 RUN = """
-import sys, time
+import json, sys
 from decodescope.telemetry.logs import analyze_log
-path, mode, since, until = sys.argv[1:5]
-if mode == "no-seek":
-    from decodescope.telemetry.logs import seek
-    seek.SEEK_MIN_BYTES = 1 << 62  # the whole read, as before seeking existed
-s = analyze_log(path, since=since or None, until=until or None, year=2026,
-                parallel=(mode == "parallel"))
-print(s.windows_total)
+path, since, until = sys.argv[1:4]
+s = analyze_log(path, since=since or None, until=until or None, parallel=False)
+with open("/dev/null", "w") as f:
+    json.dump(s.to_dict(), f, default=str)
+print(s.windows_total, s.t_first_s, s.t_last_s)
 """
 
 
-def table(path: Path, size_mb: float, profile: str, repeat: int) -> None:
-    """Seek vs sequential whole read vs parallel whole read vs grep (best of `repeat`)."""
-    from decodescope.telemetry.logs import analyze_log
+# Runs the command and reports its rusage: a child's peak RSS starts at its parent's (fork
+# copies the high-water mark, exec keeps it), so the child is started from this small
+# interpreter (-I -S), not from the benchmark's: the floor is this wrapper's ~10 MB.
+WRAP = """
+import os, resource, subprocess, sys, time
+t0 = time.perf_counter()
+rc = subprocess.call(sys.argv[1:])
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+sys.stderr.write(f"\\nRUSAGE {rc} {time.perf_counter() - t0} {r.ru_utime + r.ru_stime} {r.ru_maxrss}\\n")
+"""
 
-    whole = analyze_log(str(path), year=2026)
-    assert whole.t_first_s is not None and whole.t_last_s is not None
-    mid = whole.t_first_s + (whole.t_last_s - whole.t_first_s) * 0.6
-    since = datetime.fromtimestamp(mid).strftime("%m-%d %H:%M")
-    until = datetime.fromtimestamp(mid + 1800).strftime("%m-%d %H:%M")
-    py = [sys.executable, "-c", RUN, str(path)]
-    rows = [("grep -c (whole file)", ["grep", "-c", "Avg generation throughput", str(path)]),
-            ("logs, sequential", [*py, "sequential", "", ""]),
-            ("logs, parallel", [*py, "parallel", "", ""]),
-            ("logs --since/--until 30 min (seek)", [*py, "sequential", since, until]),
-            ("same 30 min, whole read", [*py, "no-seek", since, until])]
-    print(f"file: {size_mb:.0f} MB synthetic vLLM V1 log ({profile}), {whole.windows_total:,} "
-          f"windows; best of {repeat}; {os.cpu_count()} CPUs, load average "
-          f"{os.getloadavg()[0]:.1f}; window {since} .. {until}")
-    print(f"| {'read':<34}| {'wall s':>7} | {'cpu s':>6} | {'MB/s':>6} | {'vs sequential':>13} |")
-    print(f"|{'-' * 35}|{'-' * 9}|{'-' * 8}|{'-' * 8}|{'-' * 15}|")
-    base = None
-    for name, cmd in rows:
-        wall, cpu, _ = timed(cmd, repeat)
-        if name == "logs, sequential":
-            base = wall
-        rel = f"{base / wall:.1f}x faster" if base and name != "logs, sequential" \
-            and not name.startswith("grep") else "-"
-        print(f"| {name:<34}| {wall:>7.2f} | {cpu:>6.2f} | {size_mb / wall:>6.0f} | {rel:>13} |")
+
+def measure(cmd: list[str], env: dict[str, str]) -> tuple[float, float, float, str]:
+    """(wall s, CPU s, peak RSS MB, stdout) of one child process, from
+    resource.getrusage(RUSAGE_CHILDREN) in a wrapper process of its own (see WRAP)."""
+    proc = subprocess.run([sys.executable, "-I", "-S", "-c", WRAP, *cmd], capture_output=True,
+                          env=env, check=False)
+    err = proc.stderr.decode(errors="replace")
+    tail = err.rstrip().rsplit("\n", 1)[-1].split()
+    if not tail or tail[0] != "RUSAGE" or int(tail[1]) not in (0, 1):
+        sys.exit(f"{cmd[0]} failed: {err[-800:]}")
+    return float(tail[2]), float(tail[3]), int(tail[4]) / 1024, proc.stdout.decode()
+
+
+def matrix(engines: list[str], sizes: list[int], workdir: Path, src: str | None,
+           keep: bool) -> None:
+    env = dict(os.environ)
+    if src:
+        env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
+    print(f"decodescope from {src or 'the installed package'}; {os.cpu_count()} CPUs, load "
+          f"average {os.getloadavg()[0]:.1f}; warm page cache; one fresh process per row")
+    print(f"| {'log':<22}| {'read':<22}| {'wall s':>7} | {'cpu s':>6} | {'peak RSS MB':>11} |"
+          f" {'x grep -c (cpu)':>15} | windows")
+    print(f"|{'-' * 23}|{'-' * 23}|{'-' * 9}|{'-' * 8}|{'-' * 13}|{'-' * 17}|--------")
+    for size in sizes:
+        for eng in engines:
+            path = workdir / f"{eng}-{size}mb.log"
+            if not path.exists():
+                t0 = time.perf_counter()
+                GENERATORS[eng](path, size)
+                print(f"generated {path} ({path.stat().st_size / 1e6:.0f} MB) in "
+                      f"{time.perf_counter() - t0:.0f} s", file=sys.stderr)
+            subprocess.run(["cat", str(path)], stdout=subprocess.DEVNULL, check=True)
+            label = f"{eng} {path.stat().st_size / (1 << 30):.2f} GiB"
+            py = [sys.executable, "-c", RUN, str(path)]
+            wall, cpu, rss, out = measure(["grep", "-c", GREP_KEY[eng], str(path)], env)
+            grep_cpu = max(cpu, 1e-3)
+            print(f"| {label:<22}| {'grep -c':<22}| {wall:>7.2f} | {cpu:>6.2f} | {rss:>11.0f} |"
+                  f" {'1.0':>15} | {out.strip()} lines", flush=True)
+            wall, cpu, rss, out = measure([*py, "", ""], env)
+            n, t0s, t1s = out.split()
+            print(f"| {label:<22}| {'full scan':<22}| {wall:>7.2f} | {cpu:>6.2f} | {rss:>11.0f} |"
+                  f" {cpu / grep_cpu:>15.1f} | {n}", flush=True)
+            if t0s == "None" or t1s == "None":
+                print(f"| {label:<22}| {'30-min window':<22}| {'n/a':>7} | {'':>6} | {'':>11} |"
+                      f" {'':>15} | (no clock time)", flush=True)
+            else:
+                mid = float(t0s) + (float(t1s) - float(t0s)) * 0.6
+                since = datetime.fromtimestamp(mid).strftime("%m-%d %H:%M")
+                until = datetime.fromtimestamp(mid + 1800).strftime("%m-%d %H:%M")
+                wall, cpu, rss, out = measure([*py, since, until], env)
+                print(f"| {label:<22}| {'30-min window (seek)':<22}| {wall:>7.2f} | {cpu:>6.2f} |"
+                      f" {rss:>11.0f} | {cpu / grep_cpu:>15.1f} | {out.split()[0]}", flush=True)
+            if not keep:
+                path.unlink()
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--size-mb", type=int, default=1024)
-    ap.add_argument("--profile", choices=["realistic", "request-logging", "dense"],
-                    default="realistic")
-    ap.add_argument("--path", help="log file to use (generated if missing; kept)")
-    ap.add_argument("--repeat", type=int, default=3, help="runs per tool; the best counts")
-    ap.add_argument("--keep", action="store_true", help="keep the generated file")
-    ap.add_argument("--stages", action="store_true",
-                    help="instead of the grep comparison, time analyze_log's stages in-process")
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes-mb", default="1024,4096",
+                    help="comma-separated log sizes in MiB (default 1 GiB and 4 GiB)")
+    ap.add_argument("--engines", default="vllm,sglang,llamacpp")
+    ap.add_argument("--dir", help="where the logs are generated (reused when present; kept)")
+    ap.add_argument("--src", help="a decodescope source tree to measure instead of the "
+                    "installed one (PYTHONPATH of the children): the code before a change")
+    ap.add_argument("--stages", metavar="FILE",
+                    help="instead of the table, time analyze_log's stages in-process on FILE")
+    ap.add_argument("--bulk-floor", metavar="FILE",
+                    help="instead of the table, time (in-process) the pieces the bulk read "
+                         "pays on FILE (read, regex passes, keyword scans), a vLLM or SGLang "
+                         "log of the first of --engines")
+    ap.add_argument("--floor", metavar="FILE",
+                    help="instead of the table, time (in-process) the pieces any per-line "
+                         "Python reader pays on FILE, a log of the first of --engines")
     args = ap.parse_args()
-
-    tmpdir = None
-    if args.path:
-        path = Path(args.path)
-    else:
-        tmpdir = tempfile.mkdtemp(prefix="bench_logs_")
-        path = Path(tmpdir) / "vllm-synthetic.log"
-    try:
-        if not path.exists():
-            t0 = time.perf_counter()
-            generate(path, args.size_mb, args.profile)
-            print(f"generated {path} ({path.stat().st_size / 1e6:.0f} MB, {args.profile}) "
-                  f"in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
-        size_mb = path.stat().st_size / 1e6
-        subprocess.run(["cat", str(path)], stdout=subprocess.DEVNULL, check=True)  # warm cache
-        if args.stages:
-            stages(path)
-            return 0
-        table(path, size_mb, args.profile, args.repeat)
+    if args.stages:
+        stages(Path(args.stages))
         return 0
+    engines = [e for e in args.engines.split(",") if e]
+    if unknown := [e for e in engines if e not in GENERATORS]:
+        ap.error(f"unknown engine(s) {unknown}: use {', '.join(GENERATORS)}")
+    if args.floor:
+        floor(Path(args.floor), engines[0])
+        return 0
+    if args.bulk_floor:
+        bulk_floor(Path(args.bulk_floor), engines[0])
+        return 0
+    sizes = [int(s) for s in args.sizes_mb.split(",") if s]
+    workdir = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="bench_logs_"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        matrix(engines, sizes, workdir, args.src, keep=args.dir is not None)
     finally:
-        if tmpdir is not None and not args.keep:
-            shutil.rmtree(tmpdir, ignore_errors=True)
-        elif tmpdir is not None:
-            print(f"kept {path}", file=sys.stderr)
+        if not args.dir:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return 0
 
 
 if __name__ == "__main__":

@@ -215,7 +215,7 @@ def test_length_decay_recovers_a_known_slope() -> None:
     # the rate falls ~20 % per 1K tokens relative to the start
     assert -24 < d["per_1k_pct"] < -16
     assert d["r2"] > 0.95
-    flat = length_decay([trace(0.0, 0.1, 1024, 100.0)])
+    flat = length_decay([trace(0.0, 0.1, 2048, 100.0)])
     assert flat is not None and abs(flat["per_1k_pct"]) < 1
 
 

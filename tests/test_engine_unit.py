@@ -414,3 +414,20 @@ def test_running_engine_ends_its_child_even_if_the_record_is_damaged(tmp_path: P
         state.write_record(tmp_path, dataclasses.replace(eng, cmdline=("something-else",)))
     assert not psutil.pid_exists(eng.pid)
     assert eng.pid not in process.CHILDREN
+
+
+def test_the_state_file_never_holds_a_key_and_still_knows_its_process(tmp_path: Path) -> None:
+    """A key passed to the engine (`--extra "--api-key K"`) is redacted in the state file; the
+    record still identifies the live process (a redacted word stands for any live word), and
+    a different key or command is still another process."""
+    from decodescope.redact import redact_cmdline
+
+    key = "sk-canary-Zq81statefile"
+    live = ("llama-server", "-m", "m.gguf", "--api-key", key, "--port", "8080")
+    recorded = tuple(redact_cmdline(live))
+    assert key not in " ".join(recorded)
+    assert state._same_command(live, recorded)
+    assert state._same_command(("/usr/bin/python3", *live), recorded)  # via an interpreter
+    assert not state._same_command(("llama-server", "-m", "other.gguf", "--api-key", key,
+                                    "--port", "8080"), recorded)
+    assert not state._same_command(live[:3], recorded)

@@ -96,11 +96,11 @@ def test_never_run_is_stale_without_numbers():
 @pytest.mark.parametrize("bad, msg", [
     ({"check": []}, "no [[check]]"),
     ({"check": [{"name": "a", "url": "http://x"}]}, "missing baseline"),
-    ({"check": [{"name": "a", "baseline": "b", "url": "u", "every": 3}]}, "unknown key"),
-    ({"check": [{"name": "a", "baseline": "b", "url": "u", "every_s": 0}]}, "every_s"),
-    ({"check": [{"name": "a", "baseline": "b", "url": "u"}] * 2}, "unique"),
-    ({"exporter": {"listen": "nowhere"}, "check": [{"name": "a", "baseline": "b", "url": "u"}]},
-     "listen"),
+    ({"check": [{"name": "a", "baseline": "b", "url": "http://h", "every": 3}]}, "unknown key"),
+    ({"check": [{"name": "a", "baseline": "b", "url": "http://h", "every_s": 0}]}, "every_s"),
+    ({"check": [{"name": "a", "baseline": "b", "url": "http://h"}] * 2}, "unique"),
+    ({"exporter": {"listen": "nowhere"},
+      "check": [{"name": "a", "baseline": "b", "url": "http://h"}]}, "listen"),
 ])
 def test_config_errors_say_what_and_how(bad, msg):
     with pytest.raises(UsageError) as e:

@@ -186,3 +186,23 @@ def test_evidence_row_value_semantics() -> None:
         EvidenceRow("x", "y", bad)
     text = render_rows([row])
     assert "same launch cmdline?" in text and "no: -t 2 → -t 1" in text
+
+
+def test_two_servers_at_two_addresses_are_never_called_a_restart() -> None:
+    """Two live servers on two ports (an A/B, or n-gram vs off side by side) are another server
+    process, not a restart; one address with a new pid is a restart."""
+    import dataclasses
+
+    def proc(pid: int, epoch: float, port: str) -> dict[str, Any]:
+        return {"pid": pid, "create_time": {"epoch": epoch, "iso": "2026-12-02T07:41:00+00:00"},
+                "cmdline": ["llama-server", "--port", port]}
+
+    a = dataclasses.replace(fp(process=proc(6083, 1000.0, "8181")), url="http://127.0.0.1:8181")
+    b = dataclasses.replace(fp(process=proc(6084, 1001.0, "8182")), url="http://127.0.0.1:8182")
+    row = rows(a, b)["did the server restart?"]
+    assert row.status == "changed" and row.result.startswith("another server process"), row
+    assert "127.0.0.1:8181" in row.result and "127.0.0.1:8182" in row.result
+    assert "restart" not in (row.detail or "")
+    same_place = dataclasses.replace(b, url="http://127.0.0.1:8181/v1")
+    row = rows(a, same_place)["did the server restart?"]
+    assert row.result.startswith("yes: started"), row

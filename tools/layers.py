@@ -27,7 +27,8 @@ SRC = Path(__file__).resolve().parent.parent / "src" / PACKAGE
 # modules may import each other as long as no cycle forms. "__init__" is the package's own
 # __init__.py (the version). docs/architecture.md says what each layer holds.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("foundation", ("__init__", "exitcodes", "errors", "redact", "signals", "console")),
+    ("foundation", ("__init__", "exitcodes", "errors", "redact", "signals", "console", "edge",
+                    "markup")),
     ("records", ("records",)),
     ("sources", ("caliber", "fingerprint", "engines", "sim")),
     ("instruments", ("probe", "telemetry", "store")),

@@ -38,7 +38,8 @@ def run_click(command: click.Command, argv: list[str] | None, prog_name: str, *,
     from decodescope.signals import sigterm_as_interrupt
 
     args = list(sys.argv[1:] if argv is None else argv)
-    register_url_secrets(" ".join(args))  # a password in a URL is redacted wherever it turns up
+    for arg in args:  # a URL's password is redacted wherever it turns up, in every form a
+        register_url_secrets(arg, whole=True)  # library sends or quotes it (one argument: spaces too)
     with redacted_output():
         try:
             with sigterm_as_interrupt():

@@ -117,11 +117,66 @@ DAMAGED_REMEDY = ("Move the file aside and let the next probe start a new store;
                   "`sqlite3 FILE .recover` can salvage its runs")
 
 
+WRITE_FAILED_REMEDY = ("Free space or fix the disk under the store (see `dmesg`), or pass "
+                       "another --store; what was stored before is kept (the failed write was "
+                       "rolled back)")
+# errno names that say the filesystem, not the file, failed a write
+_WRITE_FAULTS = {"EIO", "ENOSPC", "EROFS", "EFBIG", "EDQUOT"}
+_PROBE_BYTES = 1 << 20  # written (and removed) next to the store to see whether writes fail
+
+
+def filesystem_write_fault(path: str) -> str | None:
+    """Whether the filesystem under `path` fails writes now: 'ENOSPC: No space left on device'
+    (the errno of a 1 MiB write, fsync'd, next to the file, then removed), or None when the
+    write succeeds or failed for another reason (permissions are not a filesystem fault)."""
+    import contextlib
+    import errno
+    import os
+    import tempfile
+
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        return None
+    name = None
+    try:
+        fd, name = tempfile.mkstemp(prefix=".decodescope-write-check-", dir=folder)
+        with os.fdopen(fd, "wb") as f:
+            block = b"\0" * 65536
+            for _ in range(_PROBE_BYTES // len(block)):
+                f.write(block)
+            f.flush()
+            os.fsync(f.fileno())
+        return None
+    except OSError as e:
+        code = errno.errorcode.get(e.errno or 0, "")
+        return f"{code}: {e.strerror}" if code in _WRITE_FAULTS else None
+    finally:
+        if name is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(name)
+
+
 def store_error(exc: sqlite3.Error, where: str) -> StoreError:
-    """The one-line StoreError for an SQLite failure: cause + path + what to do."""
+    """The one-line StoreError for an SQLite failure: cause + path + what to do. A filesystem
+    that fails writes (EIO, ENOSPC, EROFS) is said as a write failure, also where SQLite's own
+    words were 'malformed' (it can read back a page whose write failed)."""
     text = str(exc) or type(exc).__name__
     low = text.lower()
+    code = str(getattr(exc, "sqlite_errorname", "") or "")  # Python >= 3.11
+    if code.startswith("SQLITE_FULL") or "database or disk is full" in low:
+        return StoreError(f"the run store could not be written: the disk is full ({text})",
+                          where=where, remedy=WRITE_FAILED_REMEDY)
+    if code.startswith("SQLITE_IOERR") or "disk i/o error" in low:
+        fault = filesystem_write_fault(where)
+        how = f"the filesystem fails writes: {fault}" if fault else "an I/O error"
+        return StoreError(f"the run store could not be written or read: {how} ({text})",
+                          where=where, remedy=WRITE_FAILED_REMEDY)
     if "malformed" in low or "not a database" in low or "corrupt" in low:
+        fault = filesystem_write_fault(where)
+        if fault:
+            return StoreError(f"the run store could not be written: the filesystem fails "
+                              f"writes ({fault}; SQLite then read: {text})", where=where,
+                              remedy=WRITE_FAILED_REMEDY)
         return StoreError(f"the run store is damaged: {text}", where=where, remedy=DAMAGED_REMEDY)
     if "readonly" in low or "read-only" in low:
         return StoreError(f"the run store is read-only: {text}", where=where,

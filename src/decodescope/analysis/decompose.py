@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from decodescope.edge import count_field, seconds_field
+from decodescope.errors import ProtocolError
 from decodescope.records.trace import RequestTrace
 from decodescope.records.window import EngineWindow
 
@@ -148,17 +150,27 @@ def request_windows(traces: Sequence[RequestTrace], wall_anchor_s: float, engine
     out = []
     for tr in traces:
         tm = tr.timings or {}
-        n, ms = tm.get("predicted_n"), tm.get("predicted_ms")
-        if not tr.ok or not isinstance(n, (int, float)) or not isinstance(ms, (int, float)) \
-                or ms <= 0:
+        if not tr.ok:
             continue
+        try:  # checked at the edge when measured; a run stored before that may hold junk
+            n = count_field(tm.get("predicted_n"), "timings.predicted_n", "stored trace")
+            decode_s = seconds_field(tm.get("predicted_ms"), "timings.predicted_ms",
+                                     "stored trace", scale=1e-3)
+            prompt_n, draft_n, accepted_n = (
+                count_field(tm.get(k), f"timings.{k}", "stored trace")
+                for k in ("prompt_n", "draft_n", "draft_n_accepted"))
+        except ProtocolError:
+            continue
+        if n is None or decode_s is None or decode_s <= 0:
+            continue
+        ms = decode_s * 1000.0
         times = [c.t_recv_s for c in tr.chunks if c.content or c.reasoning or (c.tokens or 0) > 0]
         t_end = (times[-1] if times else (tr.t_done_s or tr.t_send_s)) + wall_anchor_s
         out.append(EngineWindow(
             "request", engine or "unknown", t_end - ms / 1000.0, t_end,
-            generation_tokens=int(n), prompt_tokens=_opt_int(tm.get("prompt_n")),
-            draft_tokens=int(tm.get("draft_n") or 0),
-            accepted_tokens=int(tm.get("draft_n_accepted") or 0),
+            generation_tokens=n, prompt_tokens=prompt_n,
+            draft_tokens=draft_n or 0,
+            accepted_tokens=accepted_n or 0,
             running=1.0, printed={"decode_s": ms / 1000.0},
             engine_id=tr.request_id))
     return out
@@ -206,9 +218,9 @@ def decomposition(pools: dict[str, dict[str, Any]], client_rate: float | None
     }
     cov = eng.get("draft_coverage")
     if cov is not None and cov < FULL_COVERAGE and eng.get("mal") is not None and tps:
-        out["note"] = (f"only {100 * cov:.0f}% of steps had a draft: MAL "
-                       f"{eng['mal']:.2f} counts drafted steps, {tps:.2f} tokens per step "
-                       "counts all of them")
+        # The numbers are the MAL and tokens-per-step rows' (records.quantity): said once.
+        out["note"] = (f"only {100 * cov:.0f}% of steps had a draft: MAL counts the drafted "
+                       "steps, tokens per step counts all of them")
     return out
 
 
@@ -235,10 +247,6 @@ def _weighted(pairs: list[tuple[float | None, float | None]]) -> float | None:
 
 def _pct(a: float | None, b: float | None) -> float | None:
     return 100.0 * (a - b) / b if (a is not None and b) else None
-
-
-def _opt_int(x: Any) -> int | None:
-    return int(x) if isinstance(x, (int, float)) else None
 
 
 def _sum(xs: Iterable[int | None]) -> int | None:

@@ -1,8 +1,11 @@
 """Reconciliation: why the client's decode rate and the engine's differ, cause by cause.
 
-The engine number decides (the seed's method): it counts tokens where they are made and
-times them with the engine's clock. The client number is what a user sees; each cause below
-estimates how far one known effect moves a client-side number away from the engine's.
+Who decides is not decided here: `reported.who_decides` decides once (the engine when it has
+per-trial rates — it counts tokens where they are made, on its own clock — else the client),
+and this line says that one decision. The client number is what a user sees; each cause below
+estimates how far one known effect moves a client-side number away from the engine's. When
+the engine's per-trial rates are suspended (client and engine disagree at concurrency 1), the
+gap is still shown, from the suspended rates, so that it is the warning's gap.
 """
 
 from __future__ import annotations
@@ -18,9 +21,18 @@ MULTI_TOKEN_CHUNKS = 1.05
 
 
 def reconcile(client: dict[str, Any], engine: dict[str, Any] | None, trials: list[dict[str, Any]],
-              contamination: dict[str, Any] | None, source: str | None) -> dict[str, Any] | None:
+              contamination: dict[str, Any] | None, source: str | None,
+              deciding: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """`deciding`: the run's one decision (`reported.who_decides`); None: made here from the
+    trials, the same way."""
+    if deciding is None:
+        from decodescope.analysis.reported import who_decides
+
+        deciding = who_decides(trials, source)
     c = _med(client.get("decode_rate"))
     ok = [t for t in trials if t.get("status") == "ok"]
+    ok = [{**t, "engine_decode_rate": t["engine_decode_rate_suspended"]}
+          if t.get("engine_decode_rate_suspended") is not None else t for t in ok]
     per_trial = _median([t.get("engine_decode_rate") for t in ok])
     # Like for like: the client number is a median over trials, so is the engine's when the
     # engine has per-trial windows; the gap is the median of per-trial (paired) gaps, so a
@@ -33,10 +45,11 @@ def reconcile(client: dict[str, Any], engine: dict[str, Any] | None, trials: lis
              for t in ok if t.get("decode_rate") is not None and t.get("engine_decode_rate")]
     gap = _median(pairs) if pairs else (100.0 * (c - e) / e if (c is not None and e) else None)
     causes = _causes(client, engine, trials, contamination)
+    who = deciding.get("source")
     out: dict[str, Any] = {"client": c, "engine": e, "gap_pct": gap, "source": source,
                            "paired_trials": len(pairs), "explained_by": causes,
-                           "deciding": "engine"}
-    out["text"] = _text(c, e, gap, causes, source)
+                           "deciding": who, "deciding_reason": deciding.get("reason")}
+    out["text"] = _text(c, e, gap, causes, source, who, paired=len(pairs))
     return out
 
 
@@ -53,6 +66,14 @@ def _causes(client: dict[str, Any], engine: dict[str, Any] | None, trials: list[
             causes.append({"cause": "ttft", "pct": pct, "text": (
                 f"TTFT inside wall time: tokens / end-to-end time reads {wall:.1f} tok/s "
                 f"({pct:+.0f}%; TTFT {_s(ttft)}); decode rates start at the first token")})
+    paused = _mean([t.get("decode_rate_with_stalls") for t in ok if t.get("stall_count")])
+    if steady and paused is not None:  # the stall warning's pauses: the engine times them too
+        pct = 100.0 * (paused - steady) / steady
+        if abs(pct) >= MIN_CAUSE_PCT:
+            causes.append({"cause": "stalls", "pct": pct, "text": (
+                f"the server paused inside the outputs: with the pauses the client reads "
+                f"{paused:.1f} tok/s ({pct:+.0f}%), as the engine's whole-request timings "
+                "include them")})
     every = _mean([t.get("decode_rate_all") for t in ok])
     if steady and every is not None:
         pct = 100.0 * (every - steady) / steady
@@ -99,16 +120,20 @@ def _per_request_tokens(engine: dict[str, Any] | None, ok: list[dict[str, Any]])
 
 
 def _text(c: float | None, e: float | None, gap: float | None, causes: list[dict[str, Any]],
-          source: str | None) -> str:
+          source: str | None, who: str | None, *, paired: int = 0) -> str:
+    decides = f"the {who} number decides" if who else "no number decides"
     if e is None:
-        return f"client {c:.1f} tok/s; no engine number (no /metrics, log or timings)"
+        return f"client {c:.1f} tok/s; no engine number (no /metrics, log or timings); {decides}"
     if c is None:
-        return f"engine {e:.1f} tok/s ({source}); no client decode rate"
-    head = f"client {c:.1f} vs engine {e:.1f} tok/s ({_sign(gap)}, {source})"
+        return f"engine {e:.1f} tok/s ({source}); no client decode rate; {decides}"
+    # The gap of paired trials is a median of per-trial gaps: said so, since it can differ
+    # from (even in sign) the gap of the two medians shown beside it.
+    what = f" median of {paired} per-trial gaps" if paired > 1 else ""
+    head = f"client {c:.1f} vs engine {e:.1f} tok/s ({_sign(gap)}{what}, {source})"
     if gap is not None and abs(gap) <= AGREE_PCT:
-        return head + ": agree; the engine number decides"
+        return head + f": agree; {decides}"
     named = ", ".join(x["cause"].replace("_", " ") for x in causes) or "no known cause"
-    return head + f": gap, likely {named}; the engine number decides"
+    return head + f": gap, likely {named}; {decides}"
 
 
 def _med(summary: dict[str, Any] | None) -> float | None:

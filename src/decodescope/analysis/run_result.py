@@ -2,8 +2,9 @@
 
 Keys: `trials` (per-trial aggregates, the unit of statistics, with the engine's per-trial
 MAL / step rate / decode rate), `client`, `engine` (counts pooled per source over the trials'
-steady-state spans), `decomposition`, `reconciliation`, `contamination`, `length_decay`,
-`caliber_status`, `findings`.
+steady-state spans), `deciding` (who decides the decode rate, and why: decided once here),
+`quantities` (the reported numbers as `records.quantity.Quantity` dicts), `decomposition`,
+`reconciliation`, `contamination`, `length_decay`, `caliber_status`, `findings`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,10 @@ from decodescope.analysis.decompose import (
     request_windows,
     select,
 )
+from decodescope.analysis.first_trial import first_trial_shift
+from decodescope.analysis.queueing import queueing, server_capacity
 from decodescope.analysis.reconcile import reconcile
+from decodescope.analysis.reported import run_quantities, who_decides
 from decodescope.analysis.span import SpanNumbers, own_request_seconds, trial_span
 from decodescope.records.findings import Finding
 from decodescope.records.request_metrics import compute
@@ -30,7 +34,9 @@ from decodescope.records.summary import Summary
 from decodescope.records.window import EngineWindow
 from decodescope.telemetry.prometheus import FINISH_UPDATED, Scrape
 
-RESULT_VERSION = 3  # 3: per-trial engine spans, stalls, engine/client disagreement
+# 3: per-trial engine spans, stalls, engine/client disagreement; 4: `deciding` (who decides,
+# decided once, with the reason) and `quantities` (reported numbers with their statistic)
+RESULT_VERSION = 4
 # Client and engine disagreeing by more than this at concurrency 1 suspends "engine decides".
 ENGINE_CLIENT_AGREE_PCT = 5.0
 # A first trial whose MAL / decode rate differs from the rest's median by at least this much
@@ -184,13 +190,18 @@ def analyze_run(run: StoredRun, extra_findings: list[Finding] = ()) -> dict[str,
         else:
             engine.pop("prometheus", None)
     src, _ = deciding(engine)
+    # The probe's requests that can run at once: its in-flight count, at most the server's
+    # slots (an offered load above them queues: 4 offered to a 2-slot llama.cpp run 2)
+    cap = server_capacity(run.engine, (run.meta.get("engine_info") or {}).get("raw"),
+                          run.fingerprint)
+    running_cap = min(conc, cap.slots) if (conc is not None and cap is not None) else conc
     for tv in trials:
         if src == "prometheus" and continuous:
             _trial_span_engine(tv, spans.get(tv["idx"]))
         else:
-            _trial_engine(tv, windows, req_windows.get(tv["idx"], []), src, conc)
+            _trial_engine(tv, windows, req_windows.get(tv["idx"], []), src, running_cap)
     _suspend_if_disagree(trials, conc, findings)
-    _first_trial_shift(trials, findings)
+    _first_trial_shift(trials, findings, run)
     stalls = _stall_summary(ok)
     if stalls and stalls["count"]:
         _add(findings, Finding(
@@ -203,6 +214,12 @@ def analyze_run(run: StoredRun, extra_findings: list[Finding] = ()) -> dict[str,
     cont, cont_finding = contamination(windows, conc, trial_spans)
     if cont_finding is not None:
         _add(findings, cont_finding.to_dict())
+    queue = queueing(run, conc)
+    if queue and queue["text"]:
+        _add(findings, Finding(
+            "load.queued", queue["text"], "Offer at most the server's capacity to measure "
+            "without queueing (a lower --concurrency), or read TTFT as queue wait + prefill",
+            severity="info").to_dict())
     if any("reset" in w.flags for w in run.windows):
         _add(findings, Finding(
             "telemetry.counter_reset",
@@ -210,19 +227,25 @@ def analyze_run(run: StoredRun, extra_findings: list[Finding] = ()) -> dict[str,
             "left out of the engine numbers", "Check the engine's uptime and log").to_dict())
     client_rate = (client["decode_rate"] or {}).get("median")
     ok_traces = [r for t in run.trials if t.status == "ok" for r in t.requests]
-    return {
+    decision = who_decides(trials, src)
+    out: dict[str, Any] = {
         "result_version": RESULT_VERSION,
         "trials": trials,
         "client": client,
         "engine": engine,
+        "deciding": decision,
         "decomposition": decomposition(engine, client_rate),
-        "reconciliation": reconcile(client, engine.get(src) if src else None, trials, cont, src),
+        "reconciliation": reconcile(client, engine.get(src) if src else None, trials, cont, src,
+                                    decision),
         "contamination": cont,
         "length_decay": length_decay(ok_traces),
         "caliber_status": "missed" if caliber_missed else "ok",
         "stalls": stalls,
+        "queueing": queue,
         "findings": findings,
     }
+    out["quantities"] = {k: q.to_dict() for k, q in run_quantities(out).items()}
+    return out
 
 
 def _trial_engine(t: dict[str, Any], windows: list[EngineWindow], own: list[EngineWindow],
@@ -381,30 +404,16 @@ def _suspend_if_disagree(trials: list[dict[str, Any]], conc: int | None,
         "URL, or a stats bug) with `decodescope runs show`", severity="warning").to_dict())
 
 
-def _first_trial_shift(trials: list[dict[str, Any]], findings: list[dict[str, Any]]) -> None:
-    """Speculators that learn from earlier outputs (n-gram, suffix caches) give the first trial
-    a different MAL than the rest: trials are then not independent samples."""
-    ok = [t for t in trials if t["status"] == "ok"]
-    if len(ok) < 3:
-        return
-    for key, name in (("engine_mal", "MAL"), ("decode_rate", "decode rate")):
-        first, rest = ok[0].get(key), [t.get(key) for t in ok[1:]]
-        vals = sorted(v for v in rest if v is not None)
-        if first is None or len(vals) < 2:
-            continue
-        med = vals[len(vals) // 2]
-        spread = (vals[-1] - vals[0]) / med if med else None
-        shift = (first - med) / med if med else None
-        if shift is None or spread is None or abs(shift) < FIRST_TRIAL_SHIFT \
-                or abs(shift) < 2 * spread:
-            continue
-        _add(findings, Finding(
-            "trials.first_differs",
-            f"trial 1 {name} {first:.2f} vs {med:.2f} for the rest ({100 * shift:+.0f}%): "
-            "the trials are not independent (a speculator that learns from earlier outputs, "
-            "or a cold cache)", "Use --warmup 1 or more (uncounted requests before the "
-            "trials), and a caliber with a seed so trials vary", severity="warning").to_dict())
-        return
+def _first_trial_shift(trials: list[dict[str, Any]], findings: list[dict[str, Any]],
+                       run: StoredRun) -> None:
+    """A first trial unlike the rest (analysis.first_trial), with the advice this run's
+    warm-up and sampling make true."""
+    warmup = run.meta.get("warmup")
+    temp = ((run.caliber or {}).get("sampling") or {}).get("temperature")
+    f = first_trial_shift(trials, warmup=warmup if isinstance(warmup, int) else None,
+                          greedy=(temp == 0) if isinstance(temp, (int, float)) else None)
+    if f is not None:
+        _add(findings, f.to_dict())
 
 
 def _stall_summary(ok: list[dict[str, Any]]) -> dict[str, Any] | None:

@@ -104,7 +104,9 @@ def _render_one(b: Baseline | None) -> str:
     assert b is not None
     lines = [
         f"baseline {b.name}",
-        f"  caliber       {b.caliber_ref} ({b.caliber_identity})",
+        f"  caliber       {b.caliber_ref} ({b.caliber_identity}), "
+        + ("content stored with the baseline" if b.caliber is not None
+           else "name only (an older baseline: re-create it to store the caliber)"),
         f"  band / floor  {b.band_text()}" + ("  [derived from runs]" if b.derived else ""),
         f"  runs          {', '.join(map(str, b.run_ids)) or '—'}",
         f"  created       {datetime.fromtimestamp(b.created_at):%Y-%m-%d %H:%M}",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import math
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -52,6 +53,27 @@ def limit_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def client_options(runs: str, warmup: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """--api-key-env, --proxy, --warmup and --label for a command that stores several runs
+    (`ab`, `spread`): `runs` says which runs carry the labels, `warmup` where it is sent."""
+
+    def deco(f: Callable[..., Any]) -> Callable[..., Any]:
+        for opt in reversed((
+            click.option("--api-key-env", default=None, metavar="VAR",
+                         help="Name of the environment variable holding the API key."),
+            click.option("--proxy", default=None, help="Send requests through this proxy."),
+            click.option("--warmup", default=1, show_default=True,
+                         type=click.IntRange(0, 100),
+                         help=f"Uncounted requests {warmup}."),
+            click.option("--label", "labels", multiple=True,
+                         help=f"key=value label for {runs}."),
+        )):
+            f = opt(f)
+        return f
+
+    return deco
+
+
 def check_url(url: str, where: str = "URL") -> str:
     """The server URL a command was given, checked before anything is sent or stored: an
     http(s) scheme, a host, a numeric port. Anything else is bad input (exit 2), not an
@@ -85,7 +107,7 @@ def to_jsonable(obj: Any) -> Any:
         return {str(k): to_jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [to_jsonable(v) for v in obj]
-    if isinstance(obj, float) and obj != obj:  # NaN is not JSON
+    if isinstance(obj, float) and not math.isfinite(obj):  # NaN and infinities are not JSON
         return None
     return obj
 

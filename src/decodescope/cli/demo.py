@@ -38,9 +38,9 @@ from decodescope.run.runner import ProbeSettings, prepare, run_probe
 from decodescope.run.setup import build_observers, collect_fp
 from decodescope.store import runs as sr
 from decodescope.store.db import Store
+from decodescope.verdict.judge import judge
 from decodescope.verdict.render import render_text
 from decodescope.verdict.side_resolve import resolve_side
-from decodescope.verdict.triage import triage
 
 # (label, caliber): the pair that shows a caliber mismatch, then a same-caliber repeat.
 PLAN = (("code-rewrite", "demo-code-rewrite"), ("varied-prose", "demo-varied-prose"),
@@ -178,7 +178,7 @@ def _llamacpp_demo(trials: int, port: int, use_sim: bool, report_path: str | Non
         for title, (b, c) in pairs.items():
             base = resolve_side(str(run_ids[b]), store=st)
             cur = resolve_side(str(run_ids[c]), store=st)
-            verdicts[title] = triage(base, cur)
+            verdicts[title] = judge(base, cur, store=st)  # as `decodescope triage` reads it
         report = _write_report(st, run_ids, report_path, stamp)
         runs = [sr.get_run(st, i, with_traces=False) for i in run_ids.values()]
         store_file = st.path
@@ -240,7 +240,8 @@ def _write_report(st: Store, run_ids: dict[str, int], path: str | None, stamp: s
     from decodescope.report.document import build_report
 
     runs = [sr.get_run(st, run_ids["code-rewrite"]), sr.get_run(st, run_ids["varied-prose"])]
-    report = build_report(runs, generated_at=time.time(), title="decodescope demo: caliber mismatch")
+    report = build_report(runs, generated_at=time.time(), title="decodescope demo: caliber mismatch",
+                          store=st)
     target = Path(path) if path else (Path(platformdirs.user_data_dir("decodescope")) / "reports"
                                       / f"demo-{stamp}.html")
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -34,9 +34,9 @@ from decodescope.run.runner import ProbeSettings, prepare, run_probe
 from decodescope.run.setup import build_observers, collect_fp
 from decodescope.store import runs as sr
 from decodescope.store.db import Store
+from decodescope.verdict.judge import judge
 from decodescope.verdict.render import render_text
 from decodescope.verdict.side_resolve import resolve_side
-from decodescope.verdict.triage import triage
 
 # Seconds per `Engine 000:` / `SpecDecoding metrics:` log line during the demo. The seed's
 # servers log every 10 s; the demo's probes last seconds, so the windows are shorter to give
@@ -149,14 +149,14 @@ def run_vllm_demo(*, trials: int, port: int, regression: str, report_path: str |
         log_verdicts: dict[str, Any] = {}
         log_cmds: dict[str, str] = {}
         for title, (b, c) in pairs.items():
-            verdicts[title] = triage(resolve_side(str(probed[b].run_id), store=st),
-                                     resolve_side(str(probed[c].run_id), store=st))
+            verdicts[title] = judge(resolve_side(str(probed[b].run_id), store=st),
+                                    resolve_side(str(probed[c].run_id), store=st), store=st)
             cur_sel = log_window(probed[c], DEMO_LOG_INTERVAL_S)
             base_sel = log_window(probed[b], DEMO_LOG_INTERVAL_S)
             log_cmds[title] = f"decodescope triage '{cur_sel}' --baseline '{base_sel}'"
             try:
-                log_verdicts[title] = triage(resolve_side(base_sel, store=None),
-                                             resolve_side(cur_sel, store=None))
+                log_verdicts[title] = judge(resolve_side(base_sel, store=None),
+                                            resolve_side(cur_sel, store=None))
             except Exception as exc:  # the log-only pass must not hide the run verdicts
                 log_verdicts[title] = exc
         # --- 4. report ---------------------------------------------------------------------
@@ -231,7 +231,7 @@ def _write_report(st: Store, run_ids: dict[str, int], path: str | None, out_dir:
     baseline = runs[0]  # code-rewrite on the n-gram server: both pairs are against it
     report = build_report(runs, baseline=baseline, generated_at=time.time(),
                           title="decodescope demo on vLLM: a caliber mismatch and a real "
-                          "regression")
+                          "regression", store=st)
     target = Path(path) if path else out_dir / f"demo-{stamp}-vllm.html"
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(report_html.render(report), encoding="utf-8")

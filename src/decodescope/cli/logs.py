@@ -34,6 +34,7 @@ from decodescope.telemetry.logs import (
     window_step_rate,
 )
 from decodescope.telemetry.logs.accumulate import MAX_WINDOWS_KEPT, spec_of
+from decodescope.telemetry.logs.log_summary import RequestShape
 from decodescope.telemetry.logs.notes import human_bytes
 from decodescope.telemetry.logs.reader import check_followable
 
@@ -64,9 +65,39 @@ def command(file: str, since: str | None, until: str | None, engine: str, year: 
     if follow:
         return _follow(file, since, until, eng, year, max_windows, as_json)
     check_log_path(file)
+    if as_json and max_windows <= 0:
+        return _json_all_windows(file, since, until, eng, year)
     summary = analyze_log(file, since=since, until=until, engine=eng, year=year,
                           max_windows=max_windows)
     _emit(summary, as_json)
+    return 0
+
+
+def _json_all_windows(file: str, since: str | None, until: str | None, engine: str | None,
+                      year: int | None) -> int:
+    """`--json --max-windows 0`: every window, written to a spool file as it comes (memory
+    stays bounded whatever the log's size), then the summary with the windows last."""
+    import tempfile
+
+    n = 0
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as spool:
+        def write(w: EngineWindow) -> None:
+            nonlocal n
+            spool.write((",\n" if n else "") + "    " + json.dumps(to_jsonable(w)))
+            n += 1
+
+        summary = analyze_log(file, since=since, until=until, engine=engine, year=year,
+                              max_windows=1, on_window=write)
+        doc = to_jsonable(summary)
+        doc.pop("windows", None)
+        doc["windows_listed"] = n
+        head = json.dumps(doc, indent=2, sort_keys=False)
+        assert head.endswith("\n}")
+        click.echo(head[:-2] + ',\n  "windows": [\n', nl=False)
+        spool.seek(0)
+        while chunk := spool.read(1 << 20):
+            click.echo(chunk, nl=False)
+        click.echo("\n  ]\n}")
     return 0
 
 
@@ -103,6 +134,9 @@ def _follow(file: str, since: str | None, until: str | None, engine: str | None,
     return 0
 
 
+# llama.cpp prints one timing per request: a window is one request, its decode that request's.
+REQUEST_NOTE = ("decode: tokens/s of one request over its own eval time (llama.cpp prints one "
+                "timing per request); requests that ran at once shared the server")
 # Which throughput `logs` prints: the engine's own, over all the requests it ran in a window.
 DECODE_NOTE = ("decode: tokens/s of all requests together (the engine's generation throughput); "
                "per request = decode ÷ running, which `triage` compares")
@@ -128,14 +162,34 @@ def render(s: LogSummary) -> str:
     from rich.console import Console  # imported here: `logs --json` does not need it
 
     lines = [s.headline()]
+    if len(s.shapes) > 1:  # the overall figures mix request shapes: one line per shape
+        lines += [f"  {x.requests} × {x.label()}: " + ", ".join(_shape_figures(x))
+                  for x in s.shapes]
+        if s.shapes_other:
+            lines.append(f"  {s.shapes_other} more of other shapes")
     if s.bins:
         out = io.StringIO()
-        Console(file=out, width=120, color_system=None, highlight=False).print(_table(s))
+        # markup=False: a cell's text (an engine id read from the log) is text, never rich markup
+        Console(file=out, width=120, color_system=None, highlight=False, markup=False,
+                emoji=False).print(_table(s))
         lines += [ln.rstrip() for ln in out.getvalue().rstrip("\n").split("\n")]
-    lines.append(DECODE_NOTE)
+    lines.append(REQUEST_NOTE if s.engine == "llamacpp" else DECODE_NOTE)
     lines.append(_counts_line(s))
     lines += [f"note: {n.one_line()}" for n in s.notes if n.severity == "info"]
     return "\n".join(lines)
+
+
+def _shape_figures(x: RequestShape) -> list[str]:
+    out = []
+    if x.decode is not None:
+        out.append(f"decode median {x.decode.median:.1f} tok/s")
+    if x.mal is not None:
+        out.append(f"MAL {x.mal:.2f}")
+    if x.tokens_per_step is not None:
+        out.append(f"{x.tokens_per_step:.2f} tokens/step")
+    if x.step_rate is not None:
+        out.append(f"step rate {x.step_rate.median:.1f}/s")
+    return out or ["no decode figures"]
 
 
 def _table(s: LogSummary) -> Any:
@@ -148,7 +202,8 @@ def _table(s: LogSummary) -> Any:
     t.add_column("engine")
     if not per_window:
         t.add_column("windows", justify="right")
-    t.add_column("decode tok/s (all requests)" if per_window else "decode mean (all requests)",
+    whose = "one request" if s.engine == "llamacpp" else "all requests"  # llama.cpp: a window
+    t.add_column(f"decode tok/s ({whose})" if per_window else f"decode mean ({whose})",
                  justify="right")
     if not per_window:
         t.add_column("peak", justify="right")

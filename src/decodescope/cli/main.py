@@ -22,6 +22,8 @@ SUBCOMMANDS = [
     "runs",
     "sim",
     "logs",
+    "prom",
+    "import",
     "engine",
     "demo",
     "triage",
@@ -33,12 +35,14 @@ SUBCOMMANDS = [
     "exporter",
     "fingerprint",
     "store",
+    "ab",
+    "spread",
 ]
 
 
 # Subcommands whose click command lives in their own package (the simulator runs without the
 # CLI: `python -m decodescope.sim`); every other one is decodescope.cli.<name>.
-SUBCOMMAND_MODULES = {"sim": "decodescope.sim.command"}
+SUBCOMMAND_MODULES = {"sim": "decodescope.sim.command", "import": "decodescope.cli.import_"}
 
 
 class LazyGroup(click.Group):

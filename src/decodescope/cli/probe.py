@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from decodescope.analysis.reported import deciding_of, quantities_of
 from decodescope.caliber.resolve import check_values, resolve
 from decodescope.caliber.spec import (
     DEFAULT_RATE_REQUESTS,
@@ -211,9 +212,14 @@ def run_document(run: StoredRun, dist: dict[str, Any] | None) -> dict[str, Any]:
     from decodescope.cli.common import to_jsonable
 
     head = headline(run.result)
+    qs = quantities_of(run.result)
     doc = {**run.to_dict(with_traces=False),
            "headline": {"decode_rate": head.decode_rate, "source": head.source,
-                        "trials": head.trials, "statistic": "median over trials, per request"}}
+                        "trials": head.trials, "statistic": head.statistic,
+                        "basis": f"{head.trials} trials", "unit": "tok/s per request",
+                        "reason": head.reason},
+           "deciding": deciding_of(run.result),
+           "quantities": {k: q.to_dict() for k, q in qs.items()}}
     if dist is not None:
         doc["distributions"] = dist
     return with_iso(to_jsonable(doc))

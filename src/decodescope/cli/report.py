@@ -63,14 +63,18 @@ def command(runs: tuple[str, ...], baseline: str | None, fmt: str | None, output
             log_runs[sel] = _log_run(sel, -1 - len(log_runs), sides)
     stored = [s for s in [*runs, *([baseline] if baseline else [])] if s not in log_runs]
     by_sel: dict[str, StoredRun] = dict(log_runs)
-    if stored:
-        with Store.open(store_path, read_only=True) as st:
+    st = Store.open(store_path, read_only=True) if stored else None
+    try:
+        if st is not None:
             for sel in stored:
                 by_sel[sel] = sr.get_run(st, sr.resolve_run_id(st, sel))
-    base = by_sel[baseline] if baseline else None
-    loaded = list({by_sel[s].id: by_sel[s] for s in runs}.values())
-    report = build_report(loaded, baseline=base, generated_at=time.time(), title=title,
-                          sides=sides)
+        base = by_sel[baseline] if baseline else None
+        loaded = list({by_sel[s].id: by_sel[s] for s in runs}.values())
+        report = build_report(loaded, baseline=base, generated_at=time.time(), title=title,
+                              sides=sides, store=st)
+    finally:
+        if st is not None:
+            st.close()
     text = RENDERERS[fmt](report)
     if output is None:
         click.echo(text, nl=False)
@@ -98,8 +102,15 @@ def _log_run(selector: str, run_id: int, sides: dict[int, Side]) -> StoredRun:
     """An engine-log window `FILE@A..B` as a report section (its windows plotted) and a
     verdict side (compared as `triage` compares it)."""
     from decodescope.telemetry.logs.selectors import split_selector
+    from decodescope.telemetry.prom_history import is_prom_selector
     from decodescope.verdict.side_resolve import load_log_side, read_log
 
+    if is_prom_selector(selector):  # a Prometheus window (server: $DECODESCOPE_PROMETHEUS)
+        from decodescope.verdict.prom_side import load_prom_side, read_prom
+
+        side = load_prom_side(selector)
+        sides[run_id] = side
+        return log_window_run(side, read_prom(selector).windows, selector, run_id)
     side = load_log_side(selector)
     path, start, end = split_selector(selector)
     windows = read_log(path, start, end, engine=None, year=None).windows

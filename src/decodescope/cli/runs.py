@@ -64,7 +64,8 @@ def list_cmd(caliber: str | None, label: str | None, limit: int, store_path: str
              "source", "MAL", "labels"],
             [[str(r["id"]), r["created_at"], r["status"], r["caliber"] or "-",
               r["identity"] or "-", (r["engine"] or "-") + (" (sim)" if r["simulated"] else ""),
-              _f(r["decode_rate"]), r["decode_source"] or "-", _f(r["mal"], "{:.2f}"),
+              _f(r["decode_rate"]), r["decode_source"] or "-",
+              "1 (no drafts)" if r["speculative"] is False else _f(r["mal"], "{:.2f}"),
               ",".join(f"{k}={v}" for k, v in r["labels"].items())] for r in rows],
             right=(0, 6, 8))
         return (table + "\ndecode tok/s: per request, median over trials, from the source the "
@@ -75,6 +76,7 @@ def list_cmd(caliber: str | None, label: str | None, limit: int, store_path: str
 
 def _list_row(r: StoredRun) -> dict[str, Any]:
     head = headline(r.result)
+    mal = _engine_mal(r.result)
     return {
         "id": r.id, "created_at": _when(r.created_at), "created_at_iso": iso(r.created_at),
         "status": r.status, "caliber": r.caliber_ref, "identity": r.caliber_identity,
@@ -82,8 +84,19 @@ def _list_row(r: StoredRun) -> dict[str, Any]:
         "decode_rate": head.decode_rate, "decode_source": head.source,
         "decode_trials": head.trials,
         "decode_rate_client": ((r.result or {}).get("client", {}).get("decode_rate") or {}).get("median"),
-        "mal": _engine_mal(r.result), "caliber_status": (r.result or {}).get("caliber_status"),
+        "mal": mal, "speculative": _speculative(r.result, mal),
+        "caliber_status": (r.result or {}).get("caliber_status"),
     }
+
+
+def _speculative(result: dict | None, mal: float | None) -> bool | None:
+    """False when the engine counted steps but no drafts (speculative decoding off: MAL is 1
+    by definition, as the report says), True with a MAL, None when the engine said neither —
+    the rule `verdict.decide.spec_state` applies to a side."""
+    if mal is not None:
+        return True
+    ok = [t for t in (result or {}).get("trials") or [] if t.get("status") == "ok"]
+    return False if any(t.get("engine_tokens_per_step") is not None for t in ok) else None
 
 
 def _engine_mal(result: dict | None) -> float | None:

@@ -111,10 +111,11 @@ def command(url: str, caliber_list: str, concurrency_list: str | None, rate_list
             sides.append(side)
     matrix = caliber_matrix(sides, bands)
     if fmt == "md":
+        from decodescope.markup import md_text
         from decodescope.report.verdict_md import numbers_side_by_side
 
         sim = " [SIMULATED]" if matrix.simulated else ""
-        click.echo(matrix.summary + sim + "\n\n" + numbers_side_by_side(sides, bands))
+        click.echo(md_text(matrix.summary + sim) + "\n\n" + numbers_side_by_side(sides, bands))
     else:
         emit(matrix, as_json, render_matrix)
     return 0

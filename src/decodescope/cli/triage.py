@@ -12,8 +12,8 @@ from decodescope.errors import UsageError
 from decodescope.store.db import Store
 from decodescope.verdict import thresholds as th
 from decodescope.verdict.bands import DEFAULT_BANDS, load_bands
+from decodescope.verdict.judge import judge
 from decodescope.verdict.side_resolve import SELECTOR_HELP, is_log_selector, resolve_side
-from decodescope.verdict.triage import triage
 
 
 @click.command("triage")
@@ -25,31 +25,38 @@ from decodescope.verdict.triage import triage
 @click.option("--min-effect", default=th.MIN_EFFECT * 100, show_default=True,
               type=click.FloatRange(0, 100), metavar="PCT",
               help="Smallest relative change (percent) that counts as a change.")
-@click.option("--run-spread", default=th.RUN_TO_RUN_SD * 100, show_default=True,
-              type=click.FloatRange(0, 50), metavar="PCT",
-              help="Between-run spread (percent sd of a run's mean rate) of this host: "
-                   "widens decode and step-rate intervals. Measure it with "
-                   "bench/bench_run_noise.py; raise it on a shared or busy host.")
+@click.option("--run-spread", default=None, type=click.FloatRange(0, 50), metavar="PCT",
+              help="Override the between-run spread (percent sd of a run's mean rate) that "
+                   "widens decode and step-rate intervals. Default: learned from the store's "
+                   f"runs of this caliber on each side's stack (≥ {th.MIN_SPREAD_RUNS} runs; "
+                   "`decodescope spread` measures it), else a conservative prior of "
+                   f"{th.PRIOR_RUN_SD:.0%}; log windows: {th.RUN_TO_RUN_SD:.0%}.")
 @click.option("--bands", "bands_path", type=click.Path(dir_okay=False), default=None,
               help="TOML file of MAL bands by content class (default: the seed's).")
 @click.option("--engine", default=None, type=click.Choice(["vllm", "sglang", "llamacpp"]),
               help="Engine of a log-window side (default: detected from the log).")
 @click.option("--year", default=None, type=click.IntRange(1970, 9999),
               help="Year of year-less log stamps (vLLM prints MM-DD; default: the file's mtime).")
+@click.option("--prometheus", "prometheus", metavar="URL", envvar="DECODESCOPE_PROMETHEUS",
+              help="Prometheus server for prom:?job=...@A..B sides (env DECODESCOPE_PROMETHEUS).")
 @click.option("--assume-same-caliber", is_flag=True,
               help="Assert that both sides ran the same workload (prompt, sampling, output "
                    "length, concurrency). Log windows carry no caliber: without this, a log "
                    "window whose caliber the MAL bands cannot establish is INCONCLUSIVE.")
 @store_option
 @json_option
-def command(current: str, baseline_sel: str, fmt: str, min_effect: float, run_spread: float,
+def command(current: str, baseline_sel: str, fmt: str, min_effect: float,
+            run_spread: float | None,
             bands_path: str | None,
-            engine: str | None, year: int | None, assume_same_caliber: bool,
+            engine: str | None, year: int | None, prometheus: str | None,
+            assume_same_caliber: bool,
             store_path: str | None, as_json: bool) -> int:
     """Compare CURRENT with --baseline and give one verdict with evidence.
 
     Each side is a stored run (42, last, key=value label), a baseline name, or an engine-log
-    window FILE@START..END (times: 2026-09-15T23:30..23:45, 23:30..23:45, 09-15 23:30..09-15 23:45).
+    window FILE@START..END (times: 2026-09-15T23:30..23:45, 23:30..23:45, 09-15 23:30..09-15 23:45),
+    or a Prometheus window prom+http://HOST:9090/?job=vllm&instance=gpu-a:8000@23:00..23:30
+    (prom:?job=vllm@23:00..23:30 with --prometheus URL; windows of the query step, step=30s).
 
     Exit codes: 0 NO_CHANGE / IMPROVEMENT, 1 REGRESSION, 3 CALIBER_MISMATCH / CONTAMINATED /
     INCONCLUSIVE, 2 bad input.
@@ -61,16 +68,18 @@ def command(current: str, baseline_sel: str, fmt: str, min_effect: float, run_sp
     need_store = not (is_log_selector(current) and is_log_selector(baseline_sel))
     store = Store.open(store_path, read_only=True) if need_store else None
     try:
-        base = resolve_side(baseline_sel, store=store, engine=engine, year=year)
-        cur = resolve_side(current, store=store, engine=engine, year=year)
+        base = resolve_side(baseline_sel, store=store, engine=engine, year=year,
+                            prometheus=prometheus)
+        cur = resolve_side(current, store=store, engine=engine, year=year, prometheus=prometheus)
+        if assume_same_caliber:
+            base = dataclasses.replace(base, caliber_asserted=True)
+            cur = dataclasses.replace(cur, caliber_asserted=True)
+        verdict = judge(base, cur, store=store, run_spread_pct=run_spread,
+                        min_effect=min_effect / 100.0, bands=bands,
+                        assume_same_caliber=assume_same_caliber)
     finally:
         if store is not None:
             store.close()
-    if assume_same_caliber:
-        base = dataclasses.replace(base, caliber_asserted=True)
-        cur = dataclasses.replace(cur, caliber_asserted=True)
-    verdict = triage(base, cur, min_effect=min_effect / 100.0, bands=bands,
-                     assume_same_caliber=assume_same_caliber, run_spread=run_spread / 100.0)
     if fmt == "md":
         from decodescope.report.verdict_md import render_verdict_md
 

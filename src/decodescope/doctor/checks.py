@@ -12,6 +12,7 @@ from typing import Literal
 
 import httpx
 
+from decodescope.edge import HEALTH, METRICS, MODELS, side_request
 from decodescope.fingerprint.endpoint import collect_endpoint
 from decodescope.records.findings import Finding
 from decodescope.redact import redact_text, redact_url
@@ -39,44 +40,49 @@ def _base(url: str) -> str:
 
 
 def check_endpoint(client: httpx.Client, url: str, model: str | None) -> list[Finding]:
+    """Bounded (edge.side_request): an answer past its endpoint's size limit or deadline
+    raises a ProtocolError naming the endpoint; run_doctor makes it an error finding (doctor's
+    exit 2), keeping every other finding."""
     base = _base(url)
     shown = redact_url(url)
     out: list[Finding] = []
     try:
-        health = client.get(base + "/health")
+        health = side_request(client, "GET", base, HEALTH)
     except httpx.HTTPError as exc:
         return [Finding("endpoint.unreachable",
                         f"{shown} is unreachable: {redact_text(f'{type(exc).__name__}: {exc}')}",
                         remedy="start the server, or check host and port "
                                "(`decodescope doctor` reaches it directly, without proxies)",
                         severity="error")]
-    if health.status_code == 503:
+    if health.status == 503:
         out.append(Finding("endpoint.loading", "/health answers 503: the server is still loading",
                            remedy="wait until /health answers 200, then probe",
                            severity="warning"))
-    elif health.status_code == 200:
+    elif health.status == 200:
         out.append(Finding("endpoint.healthy", "endpoint healthy (/health 200)", severity="info"))
 
     try:
-        resp = client.get(base + "/v1/models")
+        resp = side_request(client, "GET", base, MODELS)
     except httpx.HTTPError as exc:
         out.append(Finding("endpoint.models_failed", f"/v1/models failed: {type(exc).__name__}",
                            severity="error"))
         return out
-    if resp.status_code in (401, 403):
-        out.append(Finding("endpoint.auth", f"/v1/models answers {resp.status_code}: the server "
+    if resp.status in (401, 403):
+        out.append(Finding("endpoint.auth", f"/v1/models answers {resp.status}: the server "
                            f"wants an API key", remedy="give the probe the server's API key",
                            severity="warning"))
-    elif resp.status_code != 200:
+    elif resp.status != 200:
         out.append(Finding("endpoint.models_failed",
-                           f"/v1/models answers HTTP {resp.status_code}: not an OpenAI-compatible "
+                           f"/v1/models answers HTTP {resp.status}: not an OpenAI-compatible "
                            f"server at this URL?", remedy="point at the server's base URL "
                            "(http://host:port)", severity="error"))
     else:
         try:
-            ids = [str(m.get("id")) for m in resp.json().get("data", []) if isinstance(m, dict)]
-        except (ValueError, AttributeError):
-            ids = []
+            doc = resp.json()
+        except ValueError:
+            doc = None
+        data = doc.get("data") if isinstance(doc, dict) else None
+        ids = [str(m.get("id")) for m in data if isinstance(m, dict)] if isinstance(data, list) else []
         if model is not None and model not in ids:
             out.append(Finding("model.not_served",
                                f"model {model!r} is not served here (served: "
@@ -96,17 +102,17 @@ def check_endpoint(client: httpx.Client, url: str, model: str | None) -> list[Fi
 
 def check_metrics(client: httpx.Client, base: str, engine: str | None) -> list[Finding]:
     try:
-        resp = client.get(base + "/metrics")
+        resp = side_request(client, "GET", base, METRICS)
     except httpx.HTTPError as exc:
         return [Finding("metrics.failed", f"/metrics failed: {type(exc).__name__}",
                         severity="warning")]
-    if resp.status_code != 200:
+    if resp.status != 200:
         how = {"llamacpp": "start llama-server with --metrics",
                "sglang": "start SGLang with --enable-metrics",
                "vllm": "vLLM serves /metrics by default: check the URL"}.get(
             str(engine), "enable the engine's Prometheus endpoint (llama.cpp --metrics, "
                          "SGLang --enable-metrics)")
-        return [Finding("metrics.unavailable", f"/metrics answers HTTP {resp.status_code}: no "
+        return [Finding("metrics.unavailable", f"/metrics answers HTTP {resp.status}: no "
                         f"engine windows from Prometheus (log windows still work)", remedy=how,
                         severity="warning")]
     spec = SPEC_METRIC.findall(resp.text)

@@ -22,6 +22,8 @@ from decodescope.doctor.proxy import (
     requests_route,
     urllib_proxies,
 )
+from decodescope.edge import deadline_at_most
+from decodescope.errors import DecodescopeError
 from decodescope.exitcodes import DOCTOR_ERRORS, DOCTOR_OK, DOCTOR_WARNINGS
 from decodescope.records.findings import Finding
 from decodescope.redact import redact_url
@@ -159,7 +161,12 @@ def run_doctor(url: str | None = None, *, model: str | None = None, log_path: st
         own = client is None
         http = client or httpx.Client(trust_env=False, timeout=timeout_s)
         try:
-            findings.extend(check_endpoint(http, url, model))
+            with deadline_at_most(timeout_s):  # --timeout is per request: the whole request
+                findings.extend(check_endpoint(http, url, model))
+        except DecodescopeError as exc:  # an answer past its size limit or deadline: a finding
+            findings.append(Finding(
+                "endpoint.protocol", exc.cause + (f" ({exc.where})" if exc.where else ""),
+                remedy=exc.remedy, severity="error"))
         finally:
             if own:
                 http.close()

@@ -24,10 +24,12 @@ from typing import Literal
 import httpx
 import psutil
 
+from decodescope.edge import HEALTH, side_request
 from decodescope.engines import process, state
 from decodescope.engines.install import EngineInstall, require_install
 from decodescope.engines.state import RunningEngine
-from decodescope.errors import EngineError, UsageError
+from decodescope.errors import DecodescopeError, EngineError, UsageError
+from decodescope.redact import redact_cmdline
 
 SpecMode = Literal["none", "ngram", "synth"]
 SPEC_MODES: tuple[str, ...] = ("none", "ngram", "synth")
@@ -180,7 +182,7 @@ def launch(
         port=port,
         url=f"http://{HOST}:{port}",
         log_path=log,
-        cmdline=tuple(cmd),
+        cmdline=tuple(redact_cmdline(cmd)),  # a key passed with --extra never reaches the state file
         started_at=time.time(),
         create_time=create_time,
         settings=dict(settings),
@@ -317,13 +319,15 @@ def _wait_healthy(proc: subprocess.Popen[bytes], engine: RunningEngine, timeout_
                     where=str(engine.log_path),
                     remedy="read the log; an unknown flag in --extra or a busy port are usual causes",
                 )
-            try:
-                resp = client.get(f"{engine.url}/health")
-                if resp.status_code == 200:
+            try:  # bounded: whatever holds the port may answer anything
+                resp = side_request(client, "GET", engine.url, HEALTH, deadline_s=2.0)
+                if resp.status == 200:
                     return
-                last = f"HTTP {resp.status_code}"
+                last = f"HTTP {resp.status}"
             except httpx.TransportError as exc:
                 last = type(exc).__name__
+            except DecodescopeError as exc:
+                last = exc.cause
             time.sleep(_POLL_S)
     raise EngineError(
         f"{name} was not healthy after {timeout_s:g} s (last: {last})",

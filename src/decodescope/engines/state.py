@@ -20,6 +20,8 @@ from typing import Any
 import platformdirs
 import psutil
 
+from decodescope.redact import REDACTED
+
 STATE_ENV = "DECODESCOPE_ENGINE_STATE"
 STATE_SCHEMA_VERSION = 1
 # psutil derives create_time from boot time + clock ticks; repeated reads agree far closer
@@ -35,7 +37,7 @@ class RunningEngine:
     port: int
     url: str
     log_path: Path
-    cmdline: tuple[str, ...]
+    cmdline: tuple[str, ...]  # secrets redacted: a redacted word matches any live word
     started_at: float  # unix time
     create_time: float  # psutil create time of the process
     ready_s: float | None = None  # start -> /health 200
@@ -136,9 +138,9 @@ def live_process(engine: RunningEngine) -> psutil.Process | None:
 
 
 def _same_command(actual: tuple[str, ...], recorded: tuple[str, ...]) -> bool:
-    """Equal, or the recorded command run through an interpreter (a `#!` script)."""
-    if actual == recorded:
-        return True
-    if not recorded or len(actual) <= len(recorded):
+    """Equal, or the recorded command run through an interpreter (a `#!` script). The record
+    holds the command with its secrets redacted: a redacted word stands for any live word."""
+    if not recorded or len(actual) < len(recorded):
         return False
-    return actual[-len(recorded) :] == recorded
+    tail = actual[-len(recorded) :]
+    return all(r == REDACTED or a == r for a, r in zip(tail, recorded, strict=True))

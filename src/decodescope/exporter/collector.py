@@ -36,7 +36,7 @@ class CheckState:
             self.last_ok = o
             key = str(o.exit_code)
         else:
-            key = "error"
+            key = "timeout" if o.timed_out else "error"
             kind = o.error_kind or "unknown"
             self.errors[kind] = self.errors.get(kind, 0) + 1
         self.runs[key] = self.runs.get(key, 0) + 1
@@ -60,7 +60,8 @@ class FleetCollector(Collector):
         g = {name: GaugeMetricFamily(P + name, doc, labels=[*LABELS, *extra])
              for name, doc, extra in _GAUGES}
         runs = CounterMetricFamily(P + "runs", "Check runs by exit code ('error': the probe "
-                                   "failed)", labels=[*LABELS, "exit_code"])
+                                   "failed; 'timeout': stopped at timeout_s)",
+                                   labels=[*LABELS, "exit_code"])
         errs = CounterMetricFamily(P + "probe_errors", "Check runs that failed, by error kind",
                                    labels=[*LABELS, "kind"])
         for spec, last, ok, nruns, nerrs in states:
@@ -70,10 +71,12 @@ class FleetCollector(Collector):
             for kind, n in sorted(nerrs.items()):
                 errs.add_metric([*lab, kind], n)
             g["schedule_seconds"].add_metric(lab, spec.every_s)
+            g["timeout_seconds"].add_metric(lab, spec.timeout_s)
             if last is not None:
                 g["last_run_timestamp_seconds"].add_metric(lab, last.t_done_s)
                 g["last_run_duration_seconds"].add_metric(lab, last.duration_s)
                 g["last_run_ok"].add_metric(lab, 1.0 if last.ok else 0.0)
+                g["last_run_timed_out"].add_metric(lab, 1.0 if last.timed_out else 0.0)
             fresh = ok is not None and now - ok.t_done_s <= spec.stale_after_s
             g["stale"].add_metric(lab, 0.0 if fresh else 1.0)
             if ok is None:
@@ -119,5 +122,8 @@ _GAUGES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("last_run_timestamp_seconds", "When the last check run finished (success or error)", ()),
     ("last_run_duration_seconds", "How long the last check run took", ()),
     ("last_run_ok", "1 when the last check run succeeded, 0 when it failed", ()),
+    ("last_run_timed_out", "1 when the last check run was stopped at its timeout_s (no "
+     "verdict)", ()),
     ("schedule_seconds", "The check's schedule (every_s)", ()),
+    ("timeout_seconds", "The check's time bound (timeout_s): a run still going is stopped", ()),
 )

@@ -10,16 +10,24 @@
     url = "http://10.0.0.5:8000"
     every_s = 900                    # schedule; samples older than 2x this are dropped
     trials = 3
+    timeout_s = 600                  # a check still running after this is stopped: timed out
+
+Every field is checked with its type and range before anything starts: a wrong one is a
+UsageError (exit 2) naming the field, the [[check]] entry and the file.
 """
 
 from __future__ import annotations
 
+import math
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from decodescope.errors import UsageError
+from decodescope.redact import register_url_secrets
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -29,10 +37,24 @@ else:  # pragma: no cover
 DEFAULT_LISTEN = "127.0.0.1:9464"  # loopback unless the config says otherwise
 DEFAULT_EVERY_S = 900.0  # a check every 15 min: a few trials each, ~1 % of a GPU's time
 MIN_EVERY_S = 1.0  # a shorter schedule would probe back to back
+MAX_EVERY_S = 7 * 86400.0  # a week: a longer schedule is a typo (seconds for minutes)
+DEFAULT_TRIALS = 3
+MAX_TRIALS = 1000  # as `check --trials`: beyond it a typo, and one check would never end
+# A check (its trials, side requests and fingerprint) still running after timeout_s is stopped
+# and recorded as timed out. A 3-trial anchor check takes about a minute on a GPU stack; ten
+# minutes is a stuck or trickling endpoint, not a slow one.
+DEFAULT_TIMEOUT_S = 600.0
+MAX_TIMEOUT_S = 86400.0
+MIN_SCRAPE_INTERVAL_S, MAX_SCRAPE_INTERVAL_S = 0.05, 60.0  # as `check --scrape-interval`
 STALE_FACTOR = 2.0  # a result older than 2 schedules is stale: its numbers are not served
 
-_CHECK_KEYS = {"name", "baseline", "url", "every_s", "trials", "model", "api_key_env", "proxy",
-               "log", "scrape", "scrape_interval_s", "fingerprint", "labels"}
+_EXPORTER_KEYS = {"listen", "store"}
+_CHECK_KEYS = {"name", "baseline", "url", "every_s", "trials", "timeout_s", "model",
+               "api_key_env", "proxy", "log", "scrape", "scrape_interval_s", "fingerprint",
+               "labels"}
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_PROXY_SCHEMES = ("http", "https", "socks5", "socks5h")
+_REMEDY = "See docs/exporter.md for every field with its type and range"
 
 
 @dataclass(frozen=True)
@@ -41,7 +63,7 @@ class CheckSpec:
     baseline: str
     url: str
     every_s: float = DEFAULT_EVERY_S
-    trials: int = 3
+    trials: int = DEFAULT_TRIALS
     model: str | None = None
     api_key_env: str | None = None
     proxy: str | None = None
@@ -50,10 +72,16 @@ class CheckSpec:
     scrape_interval_s: float = 1.0
     fingerprint: bool = True
     labels: tuple[tuple[str, str], ...] = ()
+    timeout_s: float = DEFAULT_TIMEOUT_S
 
     @property
     def stale_after_s(self) -> float:
         return STALE_FACTOR * self.every_s
+
+    @property
+    def host(self) -> str:
+        """The machine this check probes: never two probes against it at once."""
+        return host_key(self.url)
 
 
 @dataclass(frozen=True)
@@ -63,6 +91,15 @@ class FleetConfig:
     port: int = 9464
     store: str | None = None
     path: str = ""
+
+
+def host_key(url: str) -> str:
+    """The host part of a check URL, lower case (`localhost` is the loopback address)."""
+    try:
+        host = (urlsplit(url).hostname or url).lower()
+    except ValueError:
+        host = url.lower()
+    return "127.0.0.1" if host in ("localhost", "::1", "ip6-localhost") else host
 
 
 def load_config(path: str) -> FleetConfig:
@@ -79,24 +116,40 @@ def load_config(path: str) -> FleetConfig:
 
 
 def parse_config(data: dict[str, Any], path: str = "fleet.toml") -> FleetConfig:
+    unknown = sorted(set(data) - {"exporter", "check"})
+    if unknown:
+        raise UsageError(f"unknown section(s) {', '.join(unknown)}", where=path,
+                         remedy="A fleet.toml has [exporter] and [[check]] entries only")
     ex = data.get("exporter", {})
     if not isinstance(ex, dict):
-        raise UsageError("[exporter] must be a table", where=path, remedy="See docs/exporter.md")
-    host, port = parse_listen(str(ex.get("listen", DEFAULT_LISTEN)), path)
+        raise UsageError("[exporter] must be a table", where=path, remedy=_REMEDY)
+    unknown = sorted(set(ex) - _EXPORTER_KEYS)
+    if unknown:
+        raise UsageError(f"unknown key(s) in [exporter]: {', '.join(unknown)}", where=path,
+                         remedy=f"[exporter] takes: {', '.join(sorted(_EXPORTER_KEYS))}")
+    listen = ex.get("listen", DEFAULT_LISTEN)
+    if not isinstance(listen, str):
+        raise UsageError(f"[exporter] listen must be a string HOST:PORT, got {listen!r}",
+                         where=path, remedy='e.g. listen = "127.0.0.1:9464"')
+    host, port = parse_listen(listen, f"{path} [exporter] listen")
+    store = ex.get("store")
+    if store is not None and (not isinstance(store, str) or not store.strip()):
+        raise UsageError(f"[exporter] store must be a path or postgresql:// URL (a string), got "
+                         f"{store!r}", where=path,
+                         remedy='e.g. store = "/var/lib/decodescope/runs.sqlite"')
     raw = data.get("check", [])
     if not isinstance(raw, list) or not raw:
         raise UsageError("no [[check]] entries", where=path,
                          remedy="Add one [[check]] per endpoint: name, baseline, url, every_s")
     checks = []
     for i, c in enumerate(raw):
-        checks.append(_check(c, f"{path} [[check]] #{i + 1}"))
+        checks.append(_check(c, path, i + 1))
     names = [c.name for c in checks]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise UsageError(f"check names must be unique: {', '.join(dup)}", where=path,
                          remedy="Give every [[check]] its own name")
-    store = ex.get("store")
-    return FleetConfig(tuple(checks), host, port, str(store) if store else None, path)
+    return FleetConfig(tuple(checks), host, port, store.strip() if store else None, path)
 
 
 def parse_listen(text: str, where: str) -> tuple[str, int]:
@@ -107,34 +160,102 @@ def parse_listen(text: str, where: str) -> tuple[str, int]:
     return host or "127.0.0.1", int(port)
 
 
-def _check(c: Any, where: str) -> CheckSpec:
+def _bad(field: str, what: str, value: Any, where: str, example: str, *,
+         shown: str | None = None) -> UsageError:
+    got = shown if shown is not None else repr(value)
+    return UsageError(f"{field} must be {what}, got {got}", where=where,
+                      remedy=f"e.g. {example}; docs/exporter.md lists every field")
+
+
+def _number(c: dict[str, Any], key: str, default: float, lo: float, hi: float, where: str, *,
+            lo_open: bool = False) -> float:
+    v = c.get(key, default)
+    what = f"a number of seconds {'>' if lo_open else '≥'} {lo:g} and ≤ {hi:g}"
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise _bad(key, what, v, where, f"{key} = {default:g}")
+    f = float(v)
+    if not math.isfinite(f) or f > hi or f < lo or (lo_open and f == lo):
+        raise _bad(key, what, v, where, f"{key} = {default:g}")
+    return f
+
+
+def _opt_str(c: dict[str, Any], key: str, where: str, example: str) -> str | None:
+    v = c.get(key)
+    if v is None:
+        return None
+    if not isinstance(v, str) or not v.strip():
+        raise _bad(key, "a non-empty string", v, where, example)
+    return v
+
+
+def _opt_bool(c: dict[str, Any], key: str, where: str) -> bool:
+    v = c.get(key, True)
+    if not isinstance(v, bool):
+        raise _bad(key, "true or false", v, where, f"{key} = false")
+    return v
+
+
+def check_url(url: str, field: str, where: str, schemes: tuple[str, ...]) -> str:
+    """An absolute URL with one of `schemes`, a host and a valid port."""
+    what = f"an {' / '.join(s + '://' for s in schemes)} URL with a host"
+    register_url_secrets(url, whole=True)  # its password never reaches an error or a log, whatever it holds
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port  # ValueError for a port that is not a number in 0..65535
+    except ValueError:
+        raise _bad(field, what, url, where, f'{field} = "http://10.0.0.5:8000"') from None
+    if parts.scheme.lower() not in schemes or not parts.hostname or port == 0:
+        raise _bad(field, what, url, where, f'{field} = "http://10.0.0.5:8000"')
+    return url.strip()
+
+
+def _check(c: Any, path: str, index: int) -> CheckSpec:
+    where = f"{path} [[check]] #{index}"
     if not isinstance(c, dict):
-        raise UsageError("a [[check]] must be a table", where=where, remedy="See docs/exporter.md")
+        raise UsageError("a [[check]] must be a table", where=where, remedy=_REMEDY)
+    name = c.get("name")
+    if isinstance(name, str) and name.strip():
+        where = f"{path} [[check]] #{index} ({name!r})"
     unknown = sorted(set(c) - _CHECK_KEYS)
     if unknown:
         raise UsageError(f"unknown key(s) {', '.join(unknown)}", where=where,
                          remedy=f"Use: {', '.join(sorted(_CHECK_KEYS))}")
-    missing = [k for k in ("name", "baseline", "url") if not c.get(k)]
+    missing = [k for k in ("name", "baseline", "url") if k not in c]
     if missing:
         raise UsageError(f"missing {', '.join(missing)}", where=where,
                          remedy="Each [[check]] needs name, baseline and url")
-    try:
-        every = float(c.get("every_s", DEFAULT_EVERY_S))
-        trials = int(c.get("trials", 3))
-        scrape_iv = float(c.get("scrape_interval_s", 1.0))
-    except (TypeError, ValueError):
-        raise UsageError("every_s, trials and scrape_interval_s must be numbers", where=where,
-                         remedy="e.g. every_s = 900, trials = 3") from None
-    if every < MIN_EVERY_S or trials < 1:
-        raise UsageError(f"every_s must be ≥ {MIN_EVERY_S:g} and trials ≥ 1", where=where,
-                         remedy="e.g. every_s = 900, trials = 3")
+    for key in ("name", "baseline", "url"):
+        v = c[key]
+        if not isinstance(v, str) or not v.strip() or any(ch < " " for ch in v):
+            raise _bad(key, "a non-empty one-line string", v, where, f'{key} = "gpu-a"')
+    url = check_url(c["url"], "url", where, ("http", "https"))
+    every = _number(c, "every_s", DEFAULT_EVERY_S, MIN_EVERY_S, MAX_EVERY_S, where)
+    timeout = _number(c, "timeout_s", DEFAULT_TIMEOUT_S, 0.0, MAX_TIMEOUT_S, where, lo_open=True)
+    scrape_iv = _number(c, "scrape_interval_s", 1.0, MIN_SCRAPE_INTERVAL_S,
+                        MAX_SCRAPE_INTERVAL_S, where)
+    trials = c.get("trials", DEFAULT_TRIALS)
+    if isinstance(trials, bool) or not isinstance(trials, int) or not 1 <= trials <= MAX_TRIALS:
+        raise _bad("trials", f"a whole number within 1..{MAX_TRIALS}", trials, where,
+                   f"trials = {DEFAULT_TRIALS}")
+    model = _opt_str(c, "model", where, 'model = "my-model"')
+    key_env = c.get("api_key_env")
+    if key_env is not None and (not isinstance(key_env, str) or not _ENV_NAME.fullmatch(key_env)):
+        # never echoed: a key pasted here by mistake must not reach the terminal
+        got = (f"a {type(key_env).__name__}" if not isinstance(key_env, str)
+               else "a string that is not a variable name")
+        raise _bad("api_key_env", "the NAME of one environment variable (letters, digits, _), "
+                   "never the key itself", None, where, 'api_key_env = "GPU_A_KEY"', shown=got)
+    proxy = _opt_str(c, "proxy", where, 'proxy = "http://proxy:3128"')
+    if proxy is not None:
+        proxy = check_url(proxy, "proxy", where, _PROXY_SCHEMES)
+    log = _opt_str(c, "log", where, 'log = "/var/log/vllm.log"')
     labels = c.get("labels", {})
-    if not isinstance(labels, dict):
-        raise UsageError("labels must be a table of strings", where=where,
-                         remedy='e.g. labels = { team = "infra" }')
+    if not isinstance(labels, dict) or not all(
+            isinstance(k, str) and k.strip() and isinstance(v, str) for k, v in labels.items()):
+        raise _bad("labels", "a table of strings", labels, where, 'labels = { team = "infra" }')
     return CheckSpec(
-        name=str(c["name"]), baseline=str(c["baseline"]), url=str(c["url"]), every_s=every,
-        trials=trials, model=c.get("model"), api_key_env=c.get("api_key_env"),
-        proxy=c.get("proxy"), log=c.get("log"), scrape=bool(c.get("scrape", True)),
-        scrape_interval_s=scrape_iv, fingerprint=bool(c.get("fingerprint", True)),
-        labels=tuple(sorted((str(k), str(v)) for k, v in labels.items())))
+        name=c["name"], baseline=c["baseline"], url=url, every_s=every, trials=trials,
+        model=model, api_key_env=key_env, proxy=proxy, log=log,
+        scrape=_opt_bool(c, "scrape", where), scrape_interval_s=scrape_iv,
+        fingerprint=_opt_bool(c, "fingerprint", where),
+        labels=tuple(sorted(labels.items())), timeout_s=timeout)

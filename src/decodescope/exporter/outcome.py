@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
+from typing import Any
 
 from decodescope.exitcodes import ExitCode
 
@@ -25,10 +26,19 @@ class Outcome:
     simulated: bool = False
     error_kind: str | None = None  # exception class name when the run failed
     error: str | None = None  # its one-line message
+    timed_out: bool = False  # stopped at the check's timeout_s: no verdict, never a number
 
     @property
     def ok(self) -> bool:
         return self.error_kind is None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Outcome:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
 
 
 CALIBER_MISSED_EXIT = int(ExitCode.CALIBER_MISSED)

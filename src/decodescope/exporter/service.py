@@ -1,7 +1,10 @@
-"""The long-running exporter: a scheduler thread runs the checks, an HTTP thread serves them.
+"""The long-running exporter: a scheduler thread starts the checks, an HTTP thread serves them.
 
-Checks run one at a time, each when due: two probes at once from one host would share its
-CPU and network and time each other (the probe client's timing is the measurement).
+Checks of different hosts run at once, each in a worker process bounded by its `timeout_s`
+(exporter/worker.py), so one slow or trickling endpoint holds only its own schedule. Never two
+checks against one host at once: two probes of one machine would share its GPU, CPU and network
+and time each other (the probe's timing is the measurement). A check due while its host is busy
+starts when the host is free, earliest due first.
 """
 
 from __future__ import annotations
@@ -12,26 +15,31 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, generate_latest, start_http_server
 
-from decodescope.exporter.check_job import run_check
 from decodescope.exporter.collector import CheckState, FleetCollector
-from decodescope.exporter.config import FleetConfig
+from decodescope.exporter.config import CheckSpec, FleetConfig
 from decodescope.exporter.outcome import Outcome
+from decodescope.exporter.worker import run_check_bounded, stop_all
 
 
 class Exporter:
     """`Exporter(config).start()` ... `.stop()`; `.port` is the /metrics port once started."""
 
     def __init__(self, config: FleetConfig, *,
-                 runner: Callable[..., Outcome] = run_check,
+                 runner: Callable[..., Outcome] = run_check_bounded,
                  log: Callable[[str], None] = lambda s: None,
                  clock: Callable[[], float] = time.time) -> None:
         self.config = config
         self._runner, self._log, self._clock = runner, log, clock
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the states (read by the collector at scrape time)
         self.states = {c.name: CheckState(c) for c in config.checks}
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(FleetCollector(self.states, self._lock, clock))
         self._stop = threading.Event()
+        self._wake = threading.Event()  # a check finished: its host is free
+        self._sched = threading.Lock()  # due, running, busy hosts
+        self._due: dict[str, float] = {}
+        self._running: set[str] = set()
+        self._busy: set[str] = set()
         self._thread: threading.Thread | None = None
         self._server: object | None = None
         self.port: int | None = None
@@ -40,8 +48,21 @@ class Exporter:
         return generate_latest(self.registry).decode()
 
     def run_once(self) -> None:
-        """Run every check once, in config order."""
+        """Run every check once: hosts at once, the checks of one host one after another
+        (in config order)."""
+        by_host: dict[str, list[CheckSpec]] = {}
         for spec in self.config.checks:
+            by_host.setdefault(spec.host, []).append(spec)
+        threads = [threading.Thread(target=self._run_all, args=(specs,), daemon=True,
+                                    name=f"decodescope-check-{host}")
+                   for host, specs in by_host.items()]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+    def _run_all(self, specs: list[CheckSpec]) -> None:
+        for spec in specs:
             self._run(spec.name)
 
     def start(self, *, serve: bool = True) -> Exporter:
@@ -57,6 +78,8 @@ class Exporter:
 
     def stop(self, timeout_s: float = 30.0) -> None:
         self._stop.set()
+        self._wake.set()
+        stop_all()  # running check workers: SIGTERM (their runs are marked interrupted)
         if self._thread is not None:
             self._thread.join(timeout_s)
         if self._server is not None:
@@ -69,23 +92,47 @@ class Exporter:
             pass
 
     def _loop(self) -> None:
-        due = {c.name: 0.0 for c in self.config.checks}  # monotonic time each is next due
+        with self._sched:
+            self._due = {c.name: 0.0 for c in self.config.checks}  # monotonic time next due
         while not self._stop.is_set():
+            self._wake.clear()
             now = time.monotonic()
-            name = min(due, key=lambda n: due[n])
-            if due[name] > now:
-                self._stop.wait(min(due[name] - now, 1.0))
-                continue
-            spec = self.states[name].spec
-            self._run(name)
-            due[name] = max(due[name] + spec.every_s, time.monotonic())
+            next_due = now + 1.0
+            with self._sched:
+                for name in sorted(self._due, key=lambda n: self._due[n]):
+                    spec = self.states[name].spec
+                    if name in self._running or spec.host in self._busy:
+                        continue
+                    if self._due[name] > now:
+                        next_due = min(next_due, self._due[name])
+                        continue
+                    self._running.add(name)
+                    self._busy.add(spec.host)
+                    threading.Thread(target=self._scheduled, args=(name,), daemon=True,
+                                     name=f"decodescope-check-{name}").start()
+            self._wake.wait(max(0.0, min(next_due - time.monotonic(), 1.0)))
+
+    def _scheduled(self, name: str) -> None:
+        spec = self.states[name].spec
+        try:
+            if not self._stop.is_set():
+                self._run(name)
+        finally:
+            with self._sched:
+                self._running.discard(name)
+                self._busy.discard(spec.host)
+                self._due[name] = max(self._due[name] + spec.every_s, time.monotonic())
+            self._wake.set()
 
     def _run(self, name: str) -> None:
         spec = self.states[name].spec
         o = self._runner(spec, self.config.store)
         with self._lock:
             self.states[name].record(o)
-        if o.ok:
+        if o.timed_out:
+            self._log(f"check {name}: timed out after {o.duration_s:.1f} s (timeout_s = "
+                      f"{spec.timeout_s:g}); no verdict")
+        elif o.ok:
             rate = f"{o.decode_rate:.1f} tok/s" if o.decode_rate is not None else "no decode rate"
             self._log(f"check {name}: {o.verdict} {rate} (exit {o.exit_code}) "
                       f"in {o.duration_s:.1f} s")

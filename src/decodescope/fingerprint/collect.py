@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 
+from decodescope.edge import deadline_at_most
 from decodescope.fingerprint.backend import collect_backend
 from decodescope.fingerprint.endpoint import collect_endpoint
 from decodescope.fingerprint.host import collect_host
@@ -64,7 +65,8 @@ def collect_fingerprint(url: str, *, model: str | None = None, log_path: str | N
     own_client = client is None
     http = client or httpx.Client(trust_env=False, timeout=timeout_s)
     try:
-        endpoint = _guarded("endpoint", collect_endpoint, http, url, model=model)
+        with deadline_at_most(max(timeout_s, 1.0)):  # each side request, in all
+            endpoint = _guarded("endpoint", collect_endpoint, http, url, model=model)
     finally:
         if own_client:
             http.close()

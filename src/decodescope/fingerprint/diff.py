@@ -8,6 +8,7 @@ item — no observation, no conclusion.
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 from decodescope.fingerprint.nvml import NO_LOAD_LABEL
 from decodescope.fingerprint.stack import Fingerprint
@@ -73,10 +74,67 @@ def _restart(a: Fingerprint, b: Fingerprint) -> EvidenceRow:
     pid_a, pid_b = a.value("process", "pid"), b.value("process", "pid")
     if abs(float(ta["epoch"]) - float(tb["epoch"])) <= START_TIME_TOLERANCE_S and pid_a == pid_b:
         return EvidenceRow(check, f"no (pid {pid_b}, up since {_when(tb.get('iso'))})", "same")
+    ea, eb = _address(a.url), _address(b.url)
+    if ea is not None and eb is not None and ea != eb:
+        # Another address: a second server (side by side, an A/B) or a restart elsewhere —
+        # the fingerprints cannot tell which, so neither is claimed.
+        return EvidenceRow(
+            check, f"another server process: pid {pid_a} at {ea} → pid {pid_b} at {eb} "
+                   f"(started {_when(ta.get('iso'))} → {_when(tb.get('iso'))})", "changed",
+            _restart_detail(a, b, what="the other server"))
     return EvidenceRow(
         check, f"yes: started {_when(ta.get('iso'))} → {_when(tb.get('iso'))} "
-               f"(pid {pid_a} → {pid_b})", "changed",
-        "a restart resets the engine's cumulative counters; compare windows from one launch")
+               f"(pid {pid_a} → {pid_b})", "changed", _restart_detail(a, b))
+
+
+def _address(url: str | None) -> str | None:
+    """host:port of an endpoint URL (the port its scheme implies when none is given)."""
+    if not url:
+        return None
+    try:
+        parts = urlsplit(url)
+        port = parts.port or {"http": 80, "https": 443}.get(parts.scheme.lower())
+    except ValueError:
+        return None
+    return f"{parts.hostname}:{port}" if parts.hostname else None
+
+
+def _launch_changes(a: Fingerprint, b: Fingerprint) -> list[str] | None:
+    """What differs between the two launches (command line, engine version, environment);
+    None when neither side's launch is known."""
+    known, out = False, []
+    for section, name, what in (("process", "cmdline", "launch command line"),
+                                ("endpoint", "engine_version", "engine version"),
+                                ("process", "env", "engine environment")):
+        p = _pair(a, b, section, name)
+        if isinstance(p, str):
+            continue
+        known = True
+        differs = (bool(cmdline_changes(list(p[0]), list(p[1]))) if name == "cmdline"
+                   else p[0] != p[1])
+        if differs:
+            out.append(what)
+    return out if known else None
+
+
+def _restart_detail(a: Fingerprint, b: Fingerprint, *, what: str = "the restart") -> str:
+    """A restart between two probes never touches their numbers (each run reads the engine's
+    counters within itself); whether it is the change under test depends on the launch."""
+    changed = _launch_changes(a, b)
+    own = "each run reads the engine's counters within itself, so the reset does not touch them"
+    if what != "the restart":
+        own = "each run reads its own server's counters"
+    if changed:
+        return (f"{what} is part of the change under test ({', '.join(changed)} "
+                f"differ{'s' if len(changed) == 1 else ''}); {own}")
+    if changed is None:
+        return f"whether the launch changed is unknown (no command line on a side); {own}"
+    if what != "the restart":
+        return ("same command line, engine version and environment: two servers of one stack; "
+                f"what differs is the server itself (its start, caches, placement); {own}")
+    return ("same command line, engine version and environment: the restart itself is the "
+            "difference (cold caches, compiled graphs); to tell its effect from noise, probe "
+            f"twice within one launch; {own}")
 
 
 def _engine_version(a: Fingerprint, b: Fingerprint) -> EvidenceRow:

@@ -10,11 +10,22 @@ of an unchanged stack compare equal.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
+from decodescope.edge import (
+    MODELS,
+    PROPS,
+    SERVER_INFO,
+    SERVER_INFO_ALT,
+    VERSION,
+    SideEndpoint,
+    side_request,
+)
+from decodescope.errors import DecodescopeError
 from decodescope.fingerprint.stack import Item
 from decodescope.redact import redact_obj, redact_text
 
@@ -24,6 +35,10 @@ _HASHED_PROPS = ("chat_template", "chat_template_tool_use")
 _VOLATILE_SERVER_INFO = ("internal_states",)
 # Per-slot state in llama.cpp's /props default_generation_settings: changes request by request.
 _VOLATILE_SLOT = ("id_task", "is_processing", "prompt", "next_token", "n_past", "n_decoded")
+# llama.cpp's /props `media_marker`: `<__media_` + a random string drawn at each start (unless
+# LLAMA_MEDIA_MARKER pins it): a per-process nonce, neither a secret nor a stack difference.
+_RANDOM_MEDIA_MARKER = re.compile(r"<__media_[A-Za-z0-9]{8,}__>")
+MEDIA_MARKER_RANDOM = "<__media_(random per start)__>"
 
 
 @dataclass(frozen=True)
@@ -33,13 +48,17 @@ class _Reply:
     error: str | None  # why there is no usable body
 
 
-def _get(client: httpx.Client, base: str, path: str) -> _Reply:
+def _get(client: httpx.Client, base: str, ep: SideEndpoint) -> _Reply:
+    """Bounded (edge.side_request); an answer past its size limit or deadline becomes the
+    item's reason (status 0: the server answered, unusably), never an exception."""
     try:
-        resp = client.get(base + path)
+        resp = side_request(client, "GET", base, ep)
     except httpx.HTTPError as exc:
         return _Reply(None, None, redact_text(f"{type(exc).__name__}: {exc}"))
-    if resp.status_code != 200:
-        return _Reply(resp.status_code, None, f"HTTP {resp.status_code}")
+    except DecodescopeError as exc:
+        return _Reply(0, None, redact_text(exc.cause))
+    if resp.status != 200:
+        return _Reply(resp.status, None, f"HTTP {resp.status}")
     try:
         return _Reply(200, resp.json(), None)
     except ValueError:
@@ -90,17 +109,17 @@ def collect_endpoint(client: httpx.Client, url: str, *, model: str | None = None
     base = url.rstrip("/")
     if base.endswith("/v1"):
         base = base[: -len("/v1")]
-    first = _get(client, base, "/v1/models")
+    first = _get(client, base, MODELS)
     if first.status is None:
         why = f"endpoint unreachable: {first.error}"
         return {k: Item.missing(why) for k in
                 ("engine", "engine_version", "models", "model_card", "server_info", "props")}
-    version = _get(client, base, "/version")
-    server_info = _get(client, base, "/get_server_info")
+    version = _get(client, base, VERSION)
+    server_info = _get(client, base, SERVER_INFO)
     if server_info.error:
-        alt = _get(client, base, "/server_info")
+        alt = _get(client, base, SERVER_INFO_ALT)
         server_info = alt if alt.body is not None else server_info
-    props = _get(client, base, "/props")
+    props = _get(client, base, PROPS)
 
     models, card, owned_by = _models(first, model)
     kind = _engine_kind(owned_by, version, server_info, props)
@@ -130,6 +149,9 @@ def collect_endpoint(client: httpx.Client, url: str, *, model: str | None = None
     if isinstance(props.body, dict):
         kept = {k: (_hash_text(v) if k in _HASHED_PROPS and isinstance(v, str) else v)
                 for k, v in props.body.items()}
+        marker = kept.get("media_marker")
+        if isinstance(marker, str) and _RANDOM_MEDIA_MARKER.fullmatch(marker):
+            kept["media_marker"] = MEDIA_MARKER_RANDOM
         dgs = kept.get("default_generation_settings")
         if isinstance(dgs, dict):
             kept["default_generation_settings"] = {

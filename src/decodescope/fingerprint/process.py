@@ -1,9 +1,11 @@
 """The local server process: found by the port it listens on (psutil).
 
 Only for endpoints on this machine (loopback, 0.0.0.0 or one of this host's addresses). The
-cmdline and selected environment are redacted before they leave this module; the raw values
-needed for later look-ups (interpreter path, PYTHONPATH) stay in `ServerProcess`, which is
-never stored.
+cmdline and selected environment are redacted before they leave this module, with the rules
+that know how engines take secrets (`redact.redact_cmdline`: every value of `--api-key K1 K2`,
+`--api-keys`, a `-`-leading key, failing closed; `redact.redact_env`: secret-named variables and
+arguments inside a variable such as `VLLM_EXTRA_ARGS`); the raw values needed for later look-ups
+(interpreter path, PYTHONPATH) stay in `ServerProcess`, which is never stored.
 """
 
 from __future__ import annotations

@@ -25,15 +25,26 @@ import errno
 import gc
 import json
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
-from contextvars import ContextVar
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
 from itertools import starmap
 from typing import Any
 
 import httpx
 
+# The time limits of every request live in the foundation (side requests obey them too);
+# re-exported here for the callers of the streaming client.
+from decodescope.edge import DEFAULT_LIMITS as DEFAULT_LIMITS
+from decodescope.edge import (
+    MAX_TOKEN_COUNT,
+    bad_field,
+    count_field,
+    finite_or_none,
+    seconds_field,
+)
+from decodescope.edge import READ_TIMEOUT_S as READ_TIMEOUT_S
+from decodescope.edge import StreamLimits as StreamLimits
+from decodescope.edge import current_limits as current_limits
+from decodescope.edge import stream_limits as stream_limits
 from decodescope.errors import (
     AuthError,
     EndpointError,
@@ -60,9 +71,6 @@ try:  # every event of every stream is parsed: orjson takes a third of json's ti
 except ImportError:  # pragma: no cover - orjson is a dependency; json still does the job
     _loads = json.loads
 CONNECT_TIMEOUT_S = 10.0
-# No byte for this long mid-stream counts as a stalled server (long prefills of 64K prompts
-# on a busy server can take minutes before the first byte).
-READ_TIMEOUT_S = 600.0
 # What one response may carry (see the module docstring). A server that ignores max_tokens is
 # broken, not slow: 2x the tokens asked for, plus room for role / finish / usage chunks.
 TOKEN_MARGIN = 2
@@ -74,37 +82,6 @@ BODY_BYTES_NO_MAX_TOKENS = 256 * 1024 * 1024  # a request without max_tokens (no
 MAX_ERROR_BODY_BYTES = 64 * 1024  # an error answer's text, enough for any JSON error
 # File descriptors kept free beside one socket per connection (store, logs, scrapes, stdio).
 FD_HEADROOM = 64
-
-
-@dataclass(frozen=True)
-class StreamLimits:
-    """The time limits of a streaming request."""
-
-    idle_timeout_s: float = READ_TIMEOUT_S  # no byte for this long ends the request
-    deadline_s: float | None = None  # the request may take this long in all, from send
-
-
-DEFAULT_LIMITS = StreamLimits()
-_LIMITS: ContextVar[StreamLimits | None] = ContextVar("decodescope_stream_limits", default=None)
-
-
-def current_limits() -> StreamLimits:
-    return _LIMITS.get() or DEFAULT_LIMITS
-
-
-@contextmanager
-def stream_limits(idle_timeout_s: float | None = None,
-                  deadline_s: float | None = None) -> Iterator[StreamLimits]:
-    """Limits for the clients made and requests sent inside this block (the CLI's --timeout
-    and --deadline reach run/runner.py this way); None keeps the current value."""
-    cur = current_limits()
-    new = replace(cur, idle_timeout_s=cur.idle_timeout_s if idle_timeout_s is None else idle_timeout_s,
-                  deadline_s=cur.deadline_s if deadline_s is None else deadline_s)
-    token = _LIMITS.set(new)
-    try:
-        yield new
-    finally:
-        _LIMITS.reset(token)
 
 
 def body_cap(body: Mapping[str, Any]) -> tuple[int | None, int]:
@@ -328,6 +305,7 @@ class _Recorder:
         self.model = model
         self.on_chunk = on_chunk
         self.state = _StreamState()
+        self.state.max_tokens = max_chunks if max_chunks is not None else -1
         # Chunks as plain tuples while streaming: CPython stops tracking a tuple of atomic
         # values after one young-generation pass, so thousands of them do not lengthen full
         # GC pauses (a 20-30 ms pause mid-stream would delay reads); Chunk objects are built
@@ -338,11 +316,13 @@ class _Recorder:
         self.status: int | None = None
         self.sse = False
         self._ctype = ""
+        self._location = ""
         self._body: list[bytes] = []
 
     def on_head(self, status: int, headers: Mapping[str, str], t: float) -> None:
         self.t_headers, self.status = t, status
         self._ctype = headers.get("content-type", "")
+        self._location = headers.get("location", "")  # a redirect says where
         self.sse = status == 200 and "text/event-stream" in self._ctype.lower()
         if self.sse:
             self.state.request_id = headers.get("x-request-id")
@@ -396,11 +376,36 @@ class _Recorder:
         if self.sse:
             return
         raw = b"".join(self._body)[:MAX_ERROR_BODY_BYTES]
+        if 300 <= (self.status or 0) < 400:
+            raise _redirect_error(self.status or 0, self._location, self.url)
         raise _http_error(self.status or 0, raw.decode("utf-8", "replace"), self.url, self.model)
 
 
 def _reason(exc: Exception) -> str:
     return str(exc) or type(exc).__name__
+
+
+def _redirect_error(status: int, location: str, url: str) -> EndpointError:
+    """A 3xx answer to a completions request: not followed (the prompt would be sent twice and
+    the timing would include the hop), said as a redirect with where to (redacted)."""
+    from urllib.parse import urljoin, urlsplit, urlunsplit
+
+    from decodescope.redact import redact_url, strip_controls
+
+    if not location:
+        return EndpointError(f"the server answered with a redirect (HTTP {status}) without a "
+                             "Location", where=url,
+                             remedy="Give decodescope the server's final URL (where this one "
+                                    "redirects to); redirects are not followed")
+    target = urljoin(url, strip_controls(location.strip()))
+    path, t = urlsplit(url).path, urlsplit(target)
+    base = (urlunsplit((t.scheme, t.netloc, t.path[: -len(path)], "", ""))
+            if path and t.path.endswith(path) else target)  # the server root it moved to
+    return EndpointError(f"the server redirected the request (HTTP {status}) to "
+                         f"{redact_url(target)[:300]}", where=url,
+                         remedy=f"Use the final URL: give decodescope {redact_url(base)[:300]} "
+                                "instead (redirects are not followed: the prompt would be sent "
+                                "again and the hop timed)")
 
 
 def _http_error(status: int, text: str, url: str, model: Any) -> Exception:
@@ -433,6 +438,7 @@ class _StreamState:
         self.usage: dict[str, Any] | None = None
         self.timings: dict[str, Any] | None = None
         self.last_completion_tokens = 0
+        self.max_tokens = -1  # the most tokens the request allows (body_cap); -1: no cap
         self.request_id: str | None = None
 
     def on_event(self, data: bytes | str, t: float, url: str) -> _Row | None:
@@ -454,12 +460,20 @@ class _StreamState:
         if self.request_id is None and isinstance(obj.get("id"), str):
             self.request_id = obj["id"]
         if "timings" in obj and isinstance(obj["timings"], dict):
-            self.timings = obj["timings"]
+            self.timings = checked_timings(obj["timings"], url)
         tokens: int | None = None
         usage = obj.get("usage")
         if usage is not None and type(usage) is dict:
+            ct, pt, tt = (usage.get("completion_tokens"), usage.get("prompt_tokens"),
+                          usage.get("total_tokens"))
+            if not (len(usage) == 3 and type(ct) is int and type(pt) is int and type(tt) is int
+                    and 0 <= ct <= MAX_TOKEN_COUNT and 0 <= pt <= MAX_TOKEN_COUNT
+                    and 0 <= tt <= MAX_TOKEN_COUNT):
+                usage = checked_usage(usage, url)  # other shapes: every field checked
+                ct = usage.get("completion_tokens")
+            if type(ct) is int and ct > self.max_tokens >= 0:  # refused before it is kept:
+                raise self.too_many(ct, url)  # the trace holds no count past the cap
             self.usage = usage
-            ct = usage.get("completion_tokens")
             if type(ct) is int:
                 tokens = ct - self.last_completion_tokens
                 self.last_completion_tokens = ct
@@ -478,9 +492,18 @@ class _StreamState:
             finish = ch.get("finish_reason")
             if finish:
                 self.finish_reason = finish
+            if type(content) is not str or type(reasoning) is not str \
+                    or (finish is not None and type(finish) is not str):
+                raise _bad_text(content, reasoning, finish, url)
         elif choices is None and usage is None and "timings" not in obj:
             raise MalformedSSEError(f"SSE event is not a completion chunk: {_text(data)[:80]!r}", where=url)
         return (t, content, reasoning, tokens, finish)
+
+    def too_many(self, ct: int, url: str) -> ResponseTooLargeError:
+        return ResponseTooLargeError(
+            f"the stream passed {self.max_tokens} chunks or tokens, more than max_tokens "
+            f"allows ({ct} tokens by usage)", where=url,
+            remedy="The server ignores max_tokens; check the engine's version and options")
 
     def _decode_slow(self, data: bytes | str, url: str) -> Any:
         """What orjson refused: [DONE] (None), or JSON that json still reads (invalid UTF-8
@@ -515,6 +538,53 @@ class _StreamState:
             request_id=self.request_id,
             t_done_s=t_done,
         )
+
+
+# Fields of `usage` and of llama.cpp's `timings` that counts or durations are taken from:
+# each is checked at the edge (type, sign, range) before anything derives from it; a bad one
+# fails the request with a ProtocolError (exit 5) and the trace keeps what came before it.
+USAGE_COUNTS = ("prompt_tokens", "completion_tokens", "total_tokens")
+USAGE_DETAIL_COUNTS = ("reasoning_tokens", "cached_tokens", "accepted_prediction_tokens",
+                       "rejected_prediction_tokens", "audio_tokens")
+TIMINGS_COUNTS = ("prompt_n", "predicted_n", "draft_n", "draft_n_accepted", "cache_n")
+TIMINGS_MS = ("prompt_ms", "predicted_ms")
+
+
+def checked_usage(usage: dict[str, Any], url: str) -> dict[str, Any]:
+    """`usage` with its counts checked (ints from 0 to edge.MAX_TOKEN_COUNT; an integral
+    float becomes an int) and every other non-finite number made None. Raises ProtocolError."""
+    out = dict(usage)
+    for k in USAGE_COUNTS:
+        if k in out:
+            out[k] = count_field(out[k], f"usage.{k}", url)
+    for name in ("completion_tokens_details", "prompt_tokens_details"):
+        det = out.get(name)
+        if isinstance(det, dict):
+            out[name] = {k: (count_field(v, f"usage.{name}.{k}", url)
+                             if k in USAGE_DETAIL_COUNTS else v) for k, v in det.items()}
+    return finite_or_none(out)
+
+
+def checked_timings(timings: dict[str, Any], url: str) -> dict[str, Any]:
+    """llama.cpp's `timings` with its counts and durations checked, every other non-finite
+    number made None. Raises ProtocolError naming the field."""
+    out = dict(timings)
+    for k in TIMINGS_COUNTS:
+        if k in out:
+            out[k] = count_field(out[k], f"timings.{k}", url)
+    for k in TIMINGS_MS:
+        if k in out:
+            ms = seconds_field(out[k], f"timings.{k}", url, scale=1e-3)
+            out[k] = None if ms is None else ms * 1e3
+    return finite_or_none(out)
+
+
+def _bad_text(content: Any, reasoning: Any, finish: Any, url: str) -> ProtocolError:
+    """The first of a chunk's text fields that is not text (a number, an object, a list)."""
+    for name, v in (("content", content), ("reasoning", reasoning), ("finish_reason", finish)):
+        if type(v) is not str and not (name == "finish_reason" and v is None):
+            return bad_field(f"a chunk's {name}", v, "text", url)
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _chunks(rows: list[_Row]) -> tuple[Chunk, ...]:

@@ -10,11 +10,15 @@ from typing import Any
 import httpx
 
 from decodescope.caliber.spec import Caliber, max_blocks_for, sha256
+from decodescope.edge import bad_field, count_field, side_request, tokenize_endpoint
 from decodescope.errors import CaliberError
 
 # Used only when the server has no tokenize endpoint (SGLang): ASCII code/prose is ~3.5-4.5
 # characters per token for current BPE vocabularies; 3.6 errs towards longer prompts.
 CHARS_PER_TOKEN_ESTIMATE = 3.6
+
+# Special tokens a tokenizer may add to a text (BOS, EOS, chat markers) beyond one per byte.
+TOKENIZE_SPECIAL_SLACK = 64
 
 Tokenizer = Callable[[str], "int | None"]
 
@@ -35,27 +39,43 @@ class RealizedPrompt:
 
 def server_tokenizer(client: httpx.Client, base_url: str, model: str | None) -> Tokenizer:
     """A tokenizer backed by POST /tokenize (vLLM: {"prompt"} -> count; llama.cpp:
-    {"content"} -> tokens). Returns None when the server has none."""
+    {"content"} -> tokens). Returns None when the server has none (a refused connection, an
+    error status, an answer that is not JSON or has neither field).
+
+    Bounded (edge.side_request): the answer may hold one token id per byte of the text, and
+    the request has the side-request deadline. A JSON answer of another shape, or a count
+    that is not a whole number between 0 and the text's bytes (plus special tokens), raises
+    a ProtocolError (exit 5) naming /tokenize: a wrong count would misplace every token."""
     base = base_url.rstrip("/")
 
     def count(text: str) -> int | None:
         body: dict[str, Any] = {"prompt": text, "content": text, "add_special_tokens": False}
         if model:
             body["model"] = model
+        ep = tokenize_endpoint(text)
         try:
-            r = client.post(base + "/tokenize", json=body)
+            r = side_request(client, "POST", base, ep, json=body)
         except httpx.HTTPError:
             return None
-        if r.status_code != 200:
+        if r.status != 200:
             return None
         try:
             doc = r.json()
         except ValueError:
             return None
-        if isinstance(doc.get("count"), int):
-            return int(doc["count"])
-        if isinstance(doc.get("tokens"), list):
-            return len(doc["tokens"])
+        where = f"POST {base}/tokenize"
+        if not isinstance(doc, dict):
+            raise bad_field("the /tokenize answer", doc, "a JSON object with count or tokens",
+                            where)
+        limit = len(text.encode("utf-8", "replace")) + TOKENIZE_SPECIAL_SLACK
+        if "count" in doc and doc["count"] is not None:
+            return count_field(doc["count"], "/tokenize count", where, limit=limit)
+        tokens = doc.get("tokens")
+        if isinstance(tokens, list):
+            return count_field(len(tokens), "the /tokenize token list's length", where,
+                               limit=limit)
+        if tokens is not None:
+            raise bad_field("/tokenize tokens", tokens, "a list of token ids", where)
         return None
 
     return count

@@ -55,11 +55,26 @@ class RequestTrace:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RequestTrace:
+        """A stored trace. Counts are checked when measured (decodescope.edge); one stored by
+        an older version may hold a count that is not a whole number in range: read as None
+        (unknown), so the numbers derived from it are withheld instead of failing every read."""
         d = dict(d)
         ch = d.pop("chunks")
         chunks = tuple(
-            Chunk(t, c, r, n, f)
+            Chunk(t, c, r, _count(n, low=-_MAX_STORED_COUNT), f)
             for t, c, r, n, f in zip(ch["t_recv_s"], ch["content"], ch["reasoning"], ch["tokens"],
                                      ch["finish_reason"], strict=True)
         )
+        for k in ("prompt_tokens", "completion_tokens", "reasoning_tokens"):
+            d[k] = _count(d.get(k))
         return cls(chunks=chunks, **d)
+
+
+# The largest count read back from a stored trace (decodescope.edge.MAX_TOKEN_COUNT).
+_MAX_STORED_COUNT = 100_000_000
+
+
+def _count(n: Any, low: int = 0) -> int | None:
+    """A stored count, or None when it is not a whole number in [low, _MAX_STORED_COUNT]
+    (a chunk's count is a difference of usage totals: it may be negative, and is then unused)."""
+    return n if type(n) is int and low <= n <= _MAX_STORED_COUNT else None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from decodescope.records.quantity import Quantity
 from decodescope.report.document import RunSection
 
 NONE = "—"
@@ -22,8 +23,24 @@ def med(summary: dict[str, Any] | None, key: str = "median") -> float | None:
     return (summary or {}).get(key)
 
 
+def quantity(r: RunSection, key: str) -> Quantity | None:
+    """The run's reported quantity (analysis.reported), as the terminal shows it."""
+    d = r.quantities.get(key)
+    return Quantity.from_dict(d) if d else None
+
+
+def _decides(r: RunSection, who: str) -> str:
+    return " ← decides" if r.deciding.get("source") == who else ""
+
+
 def client_decode(r: RunSection) -> str:
     s = r.client.get("decode_rate")
+    q = quantity(r, "client_decode_rate")
+    if q is not None:
+        if q.value is None:
+            return q.cell()
+        spread = (f", {s['min']:.1f}–{s['max']:.1f}" if s and s.get("n", 0) > 1 else "")
+        return q.cell().replace(")", f"{spread})", 1) + _decides(r, "client")
     if not s:
         return NONE
     if s.get("n", 0) > 1:
@@ -33,25 +50,36 @@ def client_decode(r: RunSection) -> str:
 
 def engine_decode(r: RunSection) -> str:
     w = r.engine_windows
-    pool = r.engine_pool or {}
-    pooled = pool.get("decode_rate_per_request")
-    if pooled is None and w.get("decode_median") is None:
+    q = quantity(r, "engine_decode_rate")
+    if q is not None:
+        text = q.cell() + _decides(r, "engine") if q.value is not None or q.withheld else ""
+    else:
+        pooled = (r.engine_pool or {}).get("decode_rate_per_request")
+        text = f"{f(pooled)} pooled" if pooled is not None else ""
+    if not text and w.get("decode_median") is None:
         return NONE
-    text = f"{f(pooled)} pooled" if pooled is not None else ""
     if w.get("n"):
         dur = w.get("duration_median_s")
-        span = f"{dur:.0f} s " if dur is not None and dur >= 1 else ""
+        span = (f"{dur:.0f} s " if dur >= 1 else f"{dur:.2f} s ") if dur is not None else ""
         text += (f"{'; ' if text else ''}{w['n']} × {span}windows median "
-                 f"{f(w.get('decode_median'))} / peak {f(w.get('decode_peak'))}")
+                 f"{f(w.get('decode_median'))} / best window {f(w.get('decode_peak'))}")
     return text
 
 
 def mal(r: RunSection) -> str:
+    q = quantity(r, "mal")
     pooled = (r.engine_pool or {}).get("mal")
     lo, hi = r.engine_windows.get("mal_min"), r.engine_windows.get("mal_max")
+    rng = f"{lo:.2f}–{hi:.2f}" if lo is not None and hi is not None and hi - lo >= 0.005 else ""
+    if q is not None and q.value is not None:
+        return q.cell() + (f"; windows {rng}" if rng else "")
+    pool = r.engine_pool or {}
+    if pool.get("drafts") == 0 and pool.get("generation_tokens"):
+        return "1 by definition (no drafts)"  # as the verdict's tables say it (spec_state)
+    if q is not None and q.withheld and pooled is None:
+        return q.cell()  # '— (why)', never a bare dash
     if pooled is None and lo is None:
         return NONE
-    rng = f"{lo:.2f}–{hi:.2f}" if lo is not None and hi is not None and hi - lo >= 0.005 else ""
     if pooled is None:
         return rng or f"{lo:.2f}"
     return f"{pooled:.2f}" + (f" (windows {rng})" if rng else "")
@@ -65,6 +93,9 @@ def rate(v: float | None) -> str:
 
 
 def step_rate(r: RunSection) -> str:
+    q = quantity(r, "step_rate")
+    if q is not None and q.value is not None:
+        return q.cell()
     v = (r.engine_pool or {}).get("step_rate")
     return NONE if v is None else f"{rate(v)} /s"
 
@@ -116,7 +147,7 @@ def pair_rows(base: RunSection, cur: RunSection) -> list[tuple[str, str, str]]:
         row("MAL", mal),
         row("step rate", step_rate),
         row("running requests", running),
-        row("TTFT / TTFOT", ttft),
+        row("TTFT / TTFOT (median over trials)", ttft),
         row("tokens per chunk", lambda r: f(med(r.client.get("mean_tokens_per_chunk")), "{:.2f}")),
         row("output tokens", lambda r: f(med(r.client.get("output_tokens")), "{:.0f}")),
         row("engine windows", lambda r: f"{r.engine_windows.get('n') or 0} ({r.engine_source or 'none'})"),
@@ -133,7 +164,7 @@ def run_rows(r: RunSection) -> list[tuple[str, str, str]]:
         ("MAL", NONE, mal(r)),
         ("step rate", NONE, step_rate(r)),
         ("acceptance rate", NONE, f(p.get("acceptance_rate"), "{:.1%}")),
-        ("TTFT / TTFOT", ttft, NONE),
+        ("TTFT / TTFOT (median over trials)", ttft, NONE),
         ("tokens per chunk", f(med(r.client.get("mean_tokens_per_chunk")), "{:.2f}"), NONE),
         ("output / reasoning / prompt tokens",
          " / ".join(f(med(r.client.get(k)), "{:.0f}")
@@ -143,6 +174,8 @@ def run_rows(r: RunSection) -> list[tuple[str, str, str]]:
         rows.append(("client vs engine", r.reconciliation, ""))
     if r.length_decay_pct is not None:
         rows.append(("length decay", f"{r.length_decay_pct:+.1f}% per 1K output tokens", ""))
+    elif r.length_decay_withheld:
+        rows.append(("length decay", r.length_decay_withheld, ""))
     return rows
 
 

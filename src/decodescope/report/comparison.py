@@ -13,6 +13,7 @@ from typing import Any
 
 from decodescope.analysis.run_result import analyze_run
 from decodescope.records.stored_run import StoredRun
+from decodescope.verdict.decide import spec_state
 from decodescope.verdict.render import side_rows
 from decodescope.verdict.side_values import side_from_runs
 from decodescope.verdict.triage import Verdict, triage
@@ -63,8 +64,18 @@ def compare(baseline: StoredRun, current: StoredRun, judge: Judge | None = None)
 
 
 def from_verdict(baseline_id: int, current_id: int, v: Verdict) -> Comparison:
-    stats = tuple({"metric": ch.metric, "text": ch.describe(), **ch.to_dict()}
-                  for ch in v.changes.values())
+    off = spec_state(v.baseline, v.current)
+
+    def text(key: str, ch: Any) -> str:
+        # one side without drafts: its MAL is 1 by definition, as the evidence says — not
+        # "no data" beside "MAL changed? yes: 6.15 → 1 by definition"
+        if off is not None and key == "mal" and ch.status == "no_data":
+            return (f"no per-trial test: speculative decoding {off} on the current side, MAL 1 "
+                    "by definition there (tokens per step is compared instead)")
+        return str(ch.describe())
+
+    stats = tuple({"metric": ch.metric, "text": text(k, ch), **ch.to_dict()}
+                  for k, ch in v.changes.items())
     return Comparison(
         baseline_id=baseline_id,
         current_id=current_id,

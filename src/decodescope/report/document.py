@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from decodescope import __version__
+from decodescope.analysis.decay import decay_pct, withheld_reason
+from decodescope.analysis.reported import deciding_of, quantities_of
 from decodescope.records.stored_run import StoredRun
 from decodescope.report import curves, verdict_md
 from decodescope.report.comparison import Comparison, Judge, compare, with_result
@@ -52,6 +54,12 @@ class RunSection:
     # report.distributions.run_distributions: per-request latency percentiles and per-trial
     # throughput (per request / all requests); None when the traces were not read
     distributions: dict[str, Any] | None = None
+    # analysis.reported: who decides the decode rate (decided once) and the run's reported
+    # quantities (records.quantity.Quantity dicts): the report renders these, never recomputes
+    deciding: dict[str, Any] = field(default_factory=dict)
+    quantities: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # why the run states no length decay (outputs too short for a slope per 1K tokens)
+    length_decay_withheld: str | None = None
 
 
 @dataclass(frozen=True)
@@ -83,18 +91,21 @@ class Report:
 
 def build_report(runs: Sequence[StoredRun], *, baseline: StoredRun | None = None,
                  generated_at: float, judge: Judge | None = None,
-                 title: str | None = None, sides: Mapping[int, Side] | None = None) -> Report:
+                 title: str | None = None, sides: Mapping[int, Side] | None = None,
+                 store: Any = None) -> Report:
     """Runs in the given order (the baseline first); pairs: every run against `baseline`, or
     the first of exactly two runs against the second when there is no baseline.
 
     `sides`: the verdict sides of engine-log windows given in place of runs (`FILE@A..B`),
-    by the (negative) id of the run that carries their windows (`log_window_run`)."""
+    by the (negative) id of the run that carries their windows (`log_window_run`).
+    `store`: the run store the runs came from; the verdict learns each stack's between-run
+    spread from it (verdict.judge), as `triage` does, so report and triage read one verdict."""
     sides = dict(sides or {})
-    if sides and judge is None:
+    if judge is None:
         def judge(b: StoredRun, c: StoredRun) -> Any:
-            from decodescope.verdict.triage import triage
+            from decodescope.verdict.judge import judge as verdict_of
 
-            return triage(_side_of(b, sides), _side_of(c, sides))
+            return verdict_of(_side_of(b, sides), _side_of(c, sides), store=store)
     ordered = [with_result(r) for r in ([baseline] if baseline else [])
                + [r for r in runs if not baseline or r.id != baseline.id]]
     sections = tuple(run_section(r, i) for i, r in enumerate(ordered))
@@ -167,11 +178,15 @@ def run_section(run: StoredRun, color: int) -> RunSection:
         engine_windows=_window_spread(windows),
         caliber_status=res.get("caliber_status"),
         reconciliation=rec.get("text") if isinstance(rec, dict) else None,
-        length_decay_pct=decay.get("per_1k_pct") if isinstance(decay, dict) else None,
+        length_decay_pct=decay_pct(decay),
+        length_decay_withheld=withheld_reason(decay) if decay else None,
         trials=tuple(res.get("trials") or ()),
         findings=tuple(res.get("findings") or ()),
         output_sample=_output_sample(run),
         distributions=run_distributions(run) if any(t.requests for t in run.trials) else None,
+        deciding=dict(deciding_of(res)) if res.get("trials") else {},
+        quantities=({k: q.to_dict() for k, q in quantities_of(res).items()}
+                    if res.get("trials") else {}),
     )
 
 

@@ -2,9 +2,10 @@
 
 The verdict (verdict/triage.py) compares per-trial decode rates: the engine's
 (`trials[i].engine_decode_rate`) when it has them for at least MIN_UNITS trials, else the
-client's (`trials[i].decode_rate`). The number shown for a run is the median of those
-per-trial values, with its source: every table (`runs list`, `probe`, `runs show`, `sweep`)
-shows this one statistic.
+client's (`trials[i].decode_rate`). Who decides is decided once, in the analysis
+(`analysis.reported.who_decides`, stored as the result's `deciding`); the number shown for a
+run is that source's median over trials — the result's `quantities["decode_rate"]` record —
+and every table (`runs list`, `probe`, `runs show`, `sweep`) shows this one record.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from statistics import median
 from typing import Any
 
-from decodescope.verdict.thresholds import MIN_UNITS
+from decodescope.analysis.reported import deciding_of, quantities_of
 
 
 @dataclass(frozen=True)
@@ -21,6 +22,8 @@ class Headline:
     decode_rate: float | None  # median over ok trials, tok/s per request
     source: str | None  # "engine" | "client" | None (no trial has a rate)
     trials: int  # trials the median is taken over
+    statistic: str = "median over trials"
+    reason: str | None = None  # why this source decides
 
     def text(self) -> str:
         if self.decode_rate is None:
@@ -29,14 +32,12 @@ class Headline:
 
 
 def headline(result: dict[str, Any] | None) -> Headline:
-    trials = [t for t in (result or {}).get("trials") or [] if t.get("status") == "ok"]
-    eng = [t["engine_decode_rate"] for t in trials if t.get("engine_decode_rate") is not None]
-    cli = [t["decode_rate"] for t in trials if t.get("decode_rate") is not None]
-    if eng and len(eng) >= min(MIN_UNITS, len(trials)):
-        return Headline(median(eng), "engine", len(eng))
-    if cli:
-        return Headline(median(cli), "client", len(cli))
-    return Headline(None, None, 0)
+    """The run's `decode_rate` quantity and the one decision of who decides."""
+    decision = deciding_of(result)
+    q = quantities_of(result)["decode_rate"]
+    if q.value is None:
+        return Headline(None, None, 0, q.statistic, decision.get("reason"))
+    return Headline(q.value, decision.get("source"), q.n, q.statistic, decision.get("reason"))
 
 
 def output_throughput_all(trial: dict[str, Any]) -> float | None:

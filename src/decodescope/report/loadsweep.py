@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from html import escape
 from typing import Any
 
+from decodescope.markup import html as escape
+from decodescope.markup import md_cell
 from decodescope.records.stored_run import StoredRun
 from decodescope.report.plotdata import Plot, Series
 from decodescope.report.runs_table import run_row, to_csv
@@ -50,7 +51,19 @@ class LoadSweep:
 def load_sweep(axis: str, values: Sequence[float], runs: Sequence[StoredRun]) -> LoadSweep:
     points = tuple(LoadPoint(axis, v, run_row(r)) for v, r in zip(values, runs, strict=True))
     return LoadSweep(axis, runs[0].caliber_ref if runs else None, points,
-                     simulated=any(r.simulated for r in runs))
+                     simulated=any(r.simulated for r in runs), notes=queue_notes(axis, values, runs))
+
+
+def queue_notes(axis: str, values: Sequence[float], runs: Sequence[StoredRun]) -> tuple[str, ...]:
+    """One line per point whose offered load queued at the server (analysis.queueing, stored
+    with the run's result): its TTFT includes the wait."""
+    name = "concurrency" if axis == "concurrency" else "request rate"
+    out = []
+    for v, r in zip(values, runs, strict=True):
+        q = (r.result or {}).get("queueing")
+        if isinstance(q, dict) and q.get("text"):
+            out.append(f"{name} {v:g}: {q['text']}")
+    return tuple(out)
 
 
 def _ms(v: Any) -> str:
@@ -92,9 +105,12 @@ def render_md(s: LoadSweep) -> str:
     for p in s.points:
         r = p.row
         lines.append(f"| {p.value:g} | {p.run_id} | {_num(r['decode_rate_tok_s'])} | "
-                     f"{r['decode_rate_source'] or '—'} | {_num(r['output_throughput_all_tok_s'])} | "
+                     f"{md_cell(r['decode_rate_source'] or '—')} | {_num(r['output_throughput_all_tok_s'])} | "
                      f"{_ms(r['ttft_p50_ms'])} / {_ms(r['ttft_p99_ms'])} | "
                      f"{_ms(r['itl_p50_ms'])} / {_ms(r['itl_p99_ms'])} |")
+    if s.notes:
+        lines.append("")
+        lines += [f"- {md_cell(n)}" for n in s.notes]
     return "\n".join(lines)
 
 
@@ -147,4 +163,6 @@ def render_html(s: LoadSweep) -> str:
         table(("load", "run", "decode tok/s (per request)", "source",
                "output tok/s (all requests)", "TTFT p50 / p99 ms", "ITL p50 / p99 ms"), rows,
               "numbers"),
+        *([f'<ul class="notes">{"".join(f"<li>{escape(n)}</li>" for n in s.notes)}</ul>']
+          if s.notes else []),
         "</section>", _plots(plots(s)), "</main></body></html>"]) + "\n"

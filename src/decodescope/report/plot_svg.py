@@ -9,8 +9,8 @@ readers); the client series is thin, the engine series thick.
 from __future__ import annotations
 
 import math
-from html import escape
 
+from decodescope.markup import html as escape
 from decodescope.report.plotdata import Plot, Series
 
 PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")

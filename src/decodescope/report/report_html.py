@@ -1,16 +1,16 @@
 """The self-contained HTML report: one file, inline CSS and SVG, no script, works offline.
 
 Every text that comes from a run (labels, model names, caliber text, findings, verdict text)
-goes through `html.escape`; a Content-Security-Policy that allows no script at all backs that
+goes through `markup.html` (the one escaping module); a Content-Security-Policy that allows no script at all backs that
 up. Order: the answer (verdict) first, then the evidence, the plots, and each run's details.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from html import escape
 from importlib import resources
 
+from decodescope import markup
 from decodescope.report import cells
 from decodescope.report.comparison import Comparison
 from decodescope.report.document import Report, RunSection
@@ -26,7 +26,7 @@ def _css() -> str:
 
 
 def e(text: object) -> str:
-    return escape(str(text), quote=True)
+    return markup.html(text)
 
 
 def render(report: Report) -> str:
@@ -229,8 +229,12 @@ def _run(r: RunSection) -> str:
 
 
 def _footer(report: Report) -> str:
-    return ('<footer><p>decode rate ≈ step rate × MAL. MAL = 1 + accepted / drafts (bonus token '
-            "included); step rate = drafts / s / running request. Client numbers come from the "
-            "streamed chunks; engine numbers from the engine's own counters, which decide. "
+    # General definitions only: who decides is each run's and each verdict's own decision,
+    # and drafts per second are a step rate only where every step drafts.
+    return ('<footer><p>decode rate = step rate × tokens per step (= MAL where every step '
+            "drafts). MAL = 1 + accepted / drafts (bonus token included); step rate = "
+            "verification steps / s / running request. Client numbers come from the streamed "
+            "chunks; engine numbers from the engine's own counters; which one decides is said "
+            "with each run and verdict. "
             f"Export: <code>decodescope report … --format json</code> (schema "
             f"{report.schema_version}).</p></footer>")

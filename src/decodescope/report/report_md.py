@@ -1,23 +1,25 @@
 """The report as Markdown, in the seed's style: `check | result` evidence and
 `caliber | decode tokens/s | MAL | source` tables. Plots live in the HTML report.
 
-Cells are escaped for Markdown tables (`|`, line breaks) and for the HTML that Markdown passes
-through (`<`, `>`, `&`), so model text stays text wherever the file is rendered.
+Every text from a run (labels, model id, caliber names, findings, verdict text) goes through
+`markup` (the one escaping module): Markdown tables (`|`, line breaks), links and images,
+code spans, emphasis, and the HTML that Markdown passes through (`<`, `>`, `&`), so model text
+stays text wherever the file is rendered.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from decodescope import markup
 from decodescope.report import cells
 from decodescope.report.comparison import Comparison
 from decodescope.report.document import Report, RunSection
 
 
 def cell(text: object) -> str:
-    s = str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    s = s.replace("\\", "\\\\").replace("|", "\\|")
-    return " · ".join(line.strip() for line in s.splitlines() if line.strip()) or " "
+    """Text inside a line or a table cell (markup.md_text; line breaks as " · ")."""
+    return markup.md_text(text, joiner=" · ", line_start=False) or " "
 
 
 def table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
@@ -60,7 +62,7 @@ def _comparison(report: Report, c: Comparison) -> list[str]:
         code = f" (exit {c.exit_code})" if c.exit_code is not None else ""
         word = (c.label or c.verdict).replace("_", " ")
         out += [f"**{cell(word)}**{code} — {cell(cells.strip_kind(c.headline or '', word))}", ""]
-        out += [cell(line) + "  " for line in c.explanation]
+        out += [markup.md_text(line) + "  " for line in c.explanation]
         if c.decomposition:
             out.append(f"Decomposition: {cell(c.decomposition)}")
         out.append("")
@@ -97,14 +99,14 @@ def _comparison(report: Report, c: Comparison) -> list[str]:
         cmds = [s.strip() for s in c.next_steps if cells.is_command(s)]
         out += [f"**Next:** {cell(' '.join(prose))}", ""]
         if cmds:  # a fenced block shows its text verbatim: nothing to escape but the fence
-            out += ["```sh", *(c.replace("```", "'''") for c in cmds), "```", ""]
+            out += ["```sh", *(markup.md_fence_line(c) for c in cmds), "```", ""]
     return out
 
 
 def _run(r: RunSection) -> list[str]:
     sim = " **[SIMULATED]**" if r.simulated else ""
     out = [f"### {cell(r.name)}{sim}", "",
-           f"caliber {cell(cells.caliber(r))} (identity `{r.caliber_identity or '—'}`) · "
+           f"caliber {cell(cells.caliber(r))} (identity {markup.md_code_span(r.caliber_identity or '—')}) · "
            f"{cell(r.engine or '?')} · model {cell(r.model or '?')} · {r.status} · "
            f"{cells.when(r.created_at)}", ""]
     if r.labels:

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from statistics import median
 from typing import Any
 
+from decodescope.analysis.decay import decay_pct, withheld_reason
+from decodescope.analysis.reported import deciding_of, engine_source_of, quantities_of
+from decodescope.records.quantity import Quantity
 from decodescope.records.stored_run import StoredRun
 from decodescope.report.distributions import latency_rows
-from decodescope.report.headline import headline, median_or_none, output_throughput_all
+from decodescope.report.headline import median_or_none, output_throughput_all
 from decodescope.report.text_table import text_table
-
-DECIDING_SOURCES = ("prometheus", "log", "request")  # engine sources, best first
 
 
 def _f(v: Any, fmt: str = "{:.1f}") -> str:
@@ -18,11 +18,9 @@ def _f(v: Any, fmt: str = "{:.1f}") -> str:
 
 
 def engine_pool(result: dict[str, Any]) -> tuple[str | None, dict[str, Any] | None]:
-    eng = result.get("engine") or {}
-    for src in DECIDING_SOURCES:
-        if eng.get(src):
-            return src, eng[src]
-    return None, None
+    """The engine source the run's decision uses, and its pooled numbers."""
+    src = engine_source_of(result)
+    return (src, (result.get("engine") or {}).get(src)) if src else (None, None)
 
 
 def _status_lines(run: StoredRun) -> list[str]:
@@ -47,14 +45,9 @@ def _status_lines(run: StoredRun) -> list[str]:
     return lines
 
 
-def _per_trial(trials: list[dict[str, Any]], eng: dict[str, Any] | None, key: str,
-               pooled_key: str, fmt: str) -> str:
-    """Median over trials (the one statistic), else the pooled value, said so."""
-    v = median_or_none([t.get(key) for t in trials])
-    if v is not None:
-        return f"{fmt.format(v)} (n={sum(1 for t in trials if t.get(key) is not None)})"
-    pooled = eng.get(pooled_key) if eng else None
-    return f"{fmt.format(pooled)} (pooled)" if pooled is not None else "—"
+def cell(q: Quantity) -> str:
+    """A quantity in a run's table: the record's own cell (value, unit, statistic)."""
+    return q.cell()
 
 
 def render_run(run: StoredRun, dist: dict[str, Any] | None = None) -> str:
@@ -62,7 +55,6 @@ def render_run(run: StoredRun, dist: dict[str, Any] | None = None) -> str:
     res = run.result or {}
     cl = res.get("client") or {}
     src, eng = engine_pool(res)
-    dec = cl.get("decode_rate") or {}
     sim = " [SIMULATED]" if run.simulated else ""
     lines = [
         f"run {run.id} · {run.status} · {run.caliber_ref} ({run.caliber_identity}) · "
@@ -72,39 +64,36 @@ def render_run(run: StoredRun, dist: dict[str, Any] | None = None) -> str:
     if run.labels:
         lines.append("labels: " + ", ".join(f"{k}={v}" for k, v in run.labels.items()))
     lines.append("")
-    lines.append(f"{'':<22}{'client':<22}engine ({src or 'none'})")
+    lines.append(f"{'':<22}{'client':<28}engine ({src or 'none'})")
     trials_ok = [t for t in res.get("trials") or [] if t.get("status") == "ok"]
-    cli_dec = (f"{_f(dec.get('median'))} tok/s (n={dec.get('n')})" if dec else "—")
-    per_trial = [t["engine_decode_rate"] for t in trials_ok
-                 if t.get("engine_decode_rate") is not None]
-    if per_trial:  # the same statistic as the client column: median over trials
-        eng_txt = f"{_f(median(per_trial))} tok/s (n={len(per_trial)})"
-    else:
-        pooled = eng.get("decode_rate_per_request") if eng else None
-        eng_txt = f"{_f(pooled)} tok/s (pooled)" if pooled is not None else "—"
-    head = headline(res)
-    decides = f"   ← {head.source} decides" if head.source else ""
-    lines.append(f"{'decode rate':<22}{cli_dec:<22}{eng_txt}{decides}")
-    lines.append(f"{'  (per request)':<22}tokens/s of one stream after the steady-state start, "
-                 "median over trials")
+    qs = quantities_of(res)
+    decision = deciding_of(res)
+    who = decision.get("source")
+    decides = f"   ← {who} decides" if who else ""
+    lines.append(f"{'decode rate':<22}{cell(qs['client_decode_rate']):<28}"
+                 f"{cell(qs['engine_decode_rate'])}{decides}")
+    lines.append(f"{'  (per request)':<22}tokens/s of one stream after the steady-state start")
+    if who == "client" and src:
+        lines.append(f"{'  (client decides)':<22}{decision.get('reason')}")
     thr = median_or_none([output_throughput_all(t) for t in trials_ok])
     if thr is not None:
         lines.append(f"{'output throughput':<22}{_f(thr)} tok/s (all requests: output tokens of "
                      "a trial / its wall time, median over trials)")
-    lines.append(f"{'MAL':<22}{'—':<22}{_per_trial(trials_ok, eng, 'engine_mal', 'mal', '{:.2f}')}")
-    lines.append(f"{'step rate':<22}{'—':<22}"
-                 f"{_per_trial(trials_ok, eng, 'engine_step_rate', 'step_rate', '{:.1f} /s')}")
-    if eng and eng.get("tokens_per_step") is not None:
-        cov = eng.get("draft_coverage")
+    lines.append(f"{'MAL':<22}{'—':<28}{cell(qs['mal'])}")
+    lines.append(f"{'step rate':<22}{'—':<28}{cell(qs['step_rate'])}")
+    if qs["tokens_per_step"].value is not None:
+        cov = eng.get("draft_coverage") if eng else None
         extra = f"   ({100 * min(cov, 1.0):.0f}% of steps drafted)" if cov is not None else ""
-        lines.append(f"{'tokens per step':<22}{'—':<22}{_f(eng['tokens_per_step'], '{:.2f}')}{extra}")
+        lines.append(f"{'tokens per step':<22}{'—':<28}{cell(qs['tokens_per_step'])}{extra}")
     if eng and eng.get("acceptance_rate") is not None:
-        lines.append(f"{'draft acceptance':<22}{'—':<22}{100 * eng['acceptance_rate']:.1f}%")
+        lines.append(f"{'draft acceptance':<22}{'—':<28}{100 * eng['acceptance_rate']:.1f}% "
+                     "(pooled counts)")
     tpc = cl.get("mean_tokens_per_chunk") or {}
-    lines.append(f"{'tokens per chunk':<22}{_f(tpc.get('median'), '{:.2f}'):<22}")
+    lines.append(f"{'tokens per chunk':<22}{_f(tpc.get('median'), '{:.2f}'):<28}")
     ttft = (cl.get("ttft_s") or {}).get("median")
     ttfot = (cl.get("ttfot_s") or {}).get("median")
-    lines.append(f"{'TTFT / TTFOT':<22}{_f(ttft, '{:.3f}')} s / {_f(ttfot, '{:.3f}')} s")
+    lines.append(f"{'TTFT / TTFOT':<22}{_f(ttft, '{:.3f}')} s / {_f(ttfot, '{:.3f}')} s "
+                 "(median over trials; per request: the table below)")
     out = (cl.get("output_tokens") or {}).get("median")
     prm = (cl.get("prompt_tokens") or {}).get("median")
     rsn = (cl.get("reasoning_tokens") or {}).get("median")
@@ -122,8 +111,10 @@ def render_run(run: StoredRun, dist: dict[str, Any] | None = None) -> str:
         lines.append(f"{'contamination':<22}engine ran up to {cont['max_running']:g} requests, "
                      f"probe had {cont['in_flight']} in flight ({cont['windows']} windows)")
     decay = res.get("length_decay")
-    if decay and decay.get("per_1k_pct") is not None:
-        lines.append(f"{'length decay':<22}{decay['per_1k_pct']:+.1f}% per 1K output tokens")
+    if decay_pct(decay) is not None:
+        lines.append(f"{'length decay':<22}{decay_pct(decay):+.1f}% per 1K output tokens")
+    elif decay and withheld_reason(decay):
+        lines.append(f"{'length decay':<22}{withheld_reason(decay)}")
     trials = res.get("trials") or []
     if dist:
         lines.append("")

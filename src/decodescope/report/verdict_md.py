@@ -8,15 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from decodescope import markup
 from decodescope.caliber.spec import Caliber
-from decodescope.verdict.bands import DEFAULT_BANDS, Band, classify
+from decodescope.verdict.bands import DEFAULT_BANDS, Band, content_band
 from decodescope.verdict.side_values import Side
 from decodescope.verdict.triage import Verdict
 
 
 def cell(text: str) -> str:
-    """A Markdown table cell: pipes escaped, newlines folded."""
-    return text.replace("|", "\\|").replace("\n", " ").strip() or "—"
+    """A Markdown table cell (markup.md_cell: pipes, links, images, raw HTML, code spans
+    escaped; newlines folded)."""
+    return markup.md_cell(text)
 
 
 def _range(vals: list[float], fmt: str) -> str | None:
@@ -31,9 +33,11 @@ def caliber_cell(side: Side, bands: Sequence[Band] = DEFAULT_BANDS) -> str:
         return f"{side.caliber.ref} ({side.caliber_identity}): {caliber_summary(side.caliber)}"
     if side.caliber_ref:
         return f"{side.caliber_ref} ({side.caliber_identity})"
-    band = classify(side.median("mal"), bands)
+    band = content_band(side.typical("mal"), side.drafts_every_step, bands)
     running = side.median("running")
-    what = f"MAL band: {band.name}" if band else "MAL between bands"
+    what = (f"MAL band: {band.name}" if band else
+            "not every step drafts: no MAL band applies" if side.drafts_every_step is False
+            else "MAL between bands")
     conc = f", running {running:g}" if running is not None else ""
     return f"unknown (engine log; {what}{conc})"
 
@@ -57,10 +61,11 @@ def decode_cell(side: Side) -> str:
         parts.append(f"{client} (client)")
     eng = side.values("engine_decode_rate")
     if eng:
-        med = side.median("engine_decode_rate") or 0.0
+        # the statistic the verdict's arrow and percent use (Side.typical), named
+        mean = side.typical("engine_decode_rate") or 0.0
         what = (f"engine {side.window_s:.0f} s windows" if side.kind == "log" and side.window_s
                 else "engine")
-        parts.append(f"{what} median {med:.1f} / peak {max(eng):.1f}")
+        parts.append(f"{what} geomean {mean:.1f} / best {side.unit_name} {max(eng):.1f}")
     return "; ".join(parts) or "—"
 
 
@@ -69,6 +74,8 @@ def mal_cell(side: Side) -> str:
     if r:
         return r
     m = side.median("mal")
+    if m is None and side.values("tokens_per_step") and side.speculative is not True:
+        return "1 by definition (no drafts)"  # verdict.decide.spec_state's rule: no MAL, T known
     return f"{m:.2f}" if m is not None else "—"
 
 
@@ -81,8 +88,9 @@ def numbers_side_by_side(sides: Sequence[Side], bands: Sequence[Band] = DEFAULT_
 
 
 def render_verdict_md(v: Verdict) -> str:
-    out = [f"## {v.label}: {v.headline.split(' — ', 1)[-1]}", ""]
-    out += [f"{line}  " for line in v.explanation]
+    text = markup.md_text
+    out = [f"## {v.label}: {text(v.headline.split(' — ', 1)[-1])}", ""]
+    out += [f"{text(line)}  " for line in v.explanation]
     out += ["", f"Exit code {v.exit_code}.", "", "### Numbers side by side", "",
             numbers_side_by_side([v.baseline, v.current], v.band_table)]
     diff = [r for r in v.caliber.rows if not r.same]
@@ -97,7 +105,7 @@ def render_verdict_md(v: Verdict) -> str:
     if v.next_steps:
         prose = [s for s in v.next_steps if not s.startswith("  ")]
         cmds = [s.strip() for s in v.next_steps if s.startswith("  ")]
-        out += ["", "### Next", "", " ".join(prose)]
+        out += ["", "### Next", "", text(" ".join(prose))]
         if cmds:
-            out += ["", "```sh", *cmds, "```"]
+            out += ["", "```sh", *(markup.md_fence_line(c) for c in cmds), "```"]
     return "\n".join(out) + "\n"

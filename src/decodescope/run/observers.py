@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterable, Iterator
 import httpx
 
 from decodescope.analysis.contamination import flag_contaminated
+from decodescope.edge import METRICS, side_request
+from decodescope.errors import ResponseTooLargeError
 from decodescope.records.findings import Finding
 from decodescope.records.window import EngineWindow
 from decodescope.run.observer_protocol import ObserverResult
@@ -45,7 +47,8 @@ class PrometheusObserver:
                  transport: httpx.BaseTransport | None = None,
                  clock: Callable[[], float] = time.perf_counter,
                  wall: Callable[[], float] = time.time) -> None:
-        self.url = url.rstrip("/") + "/metrics"
+        self.base = url.rstrip("/")
+        self.url = self.base + METRICS.path
         self.engine = engine
         self.interval_s = interval_s
         self.in_flight = in_flight
@@ -59,6 +62,7 @@ class PrometheusObserver:
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._unavailable: str | None = None
+        self._gave_up: str | None = None  # why scraping stopped mid-probe
         self._spans: dict[str, list[float]] = {}  # trial -> [start wall, end wall]
         self.max_interval_s = interval_s
         self._intervals: dict[str, float] = {}  # trial -> the interval used during it
@@ -73,18 +77,25 @@ class PrometheusObserver:
         self._wake.set()
 
     def scrape(self, mark: str | None = None) -> Scrape:
+        """One bounded scrape (edge.METRICS: size limit; SCRAPE_TIMEOUT_S: whole deadline),
+        parsed with a bounded number of samples. Any failure is the scrape's error, never an
+        exception; an answer past the size limit ends scraping (it will not shrink)."""
+        t_s, t_wall = self._clock(), self._wall()
         try:
             with self._http_lock:  # the thread and a trial boundary may scrape at once
                 t_s, t_wall = self._clock(), self._wall()
-                r = self._client.get(self.url)
+                r = side_request(self._client, "GET", self.base, METRICS,
+                                 deadline_s=SCRAPE_TIMEOUT_S)
                 t_done = self._clock()
-        except Exception as exc:  # never let a scrape take the probe down
-            s = Scrape(t_s, t_wall, None, mark=mark, error=f"{type(exc).__name__}: {exc}")
-        else:
-            if r.status_code != 200:
-                s = Scrape(t_s, t_wall, None, mark=mark, error=f"HTTP {r.status_code}")
+            if r.status != 200:
+                s = Scrape(t_s, t_wall, None, mark=mark, error=f"HTTP {r.status}")
             else:
                 s = parse_metrics(r.text, t_s, t_wall, mark, t_done_s=t_done)
+        except Exception as exc:  # never let a scrape take the probe down
+            cause = getattr(exc, "cause", None) or f"{type(exc).__name__}: {exc}"
+            s = Scrape(t_s, t_wall, None, mark=mark, error=str(cause))
+            if isinstance(exc, ResponseTooLargeError):
+                self._gave_up = str(cause)
         with self._lock:
             self._scrapes.append(s)
         return s
@@ -102,12 +113,16 @@ class PrometheusObserver:
         while True:
             self._wake.wait(self.interval_s)  # a new plan wakes it: the interval changed
             self._wake.clear()
-            if self._stop.is_set():
+            if self._stop.is_set() or self._gave_up:
                 break
-            self.scrape()
+            try:
+                self.scrape()
+            except BaseException as exc:  # noqa: BLE001 - a thread's exception would print a traceback
+                self._gave_up = f"{type(exc).__name__}: {exc}"
+                break
 
     def mark(self, event: str, t_s: float) -> None:
-        if self._unavailable:
+        if self._unavailable or self._gave_up:
             return
         s = self.scrape(event)
         kind, _, trial = event.partition(":")
@@ -120,7 +135,7 @@ class PrometheusObserver:
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=SCRAPE_TIMEOUT_S + self.interval_s + 1.0)
-        if not self._unavailable:
+        if not self._unavailable and not self._gave_up:
             self.scrape("stop")
         self._client.close()
         with self._lock:
@@ -142,6 +157,11 @@ class PrometheusObserver:
         windows = windows_from_scrapes(scrapes, engine)
         windows = flag_contaminated(windows, self.in_flight, list(self._spans.values()))
         findings = scrape_findings(scrapes, self.url)
+        if self._gave_up:
+            findings.append(Finding(
+                "telemetry.scrape_stopped", f"scraping stopped mid-probe: {self._gave_up}",
+                "Engine windows after that point are missing; check what answers /metrics",
+                context=self.url))
         return ObserverResult(windows=windows, series=series, findings=findings)
 
 
@@ -243,42 +263,13 @@ class LogTailObserver:
 
 
 def default_follow(engine: str | None, poll_s: float) -> LogFollow:
-    """Follow a log from a byte offset with the log parser's line reader (telemetry/logs)."""
-    import os
-
-    from decodescope.telemetry.logs.clock import Clock
-    from decodescope.telemetry.logs.parse_counts import ParseCounts
-    from decodescope.telemetry.logs.pipeline import IDLE_FLUSH_S, LineReader
-    from decodescope.telemetry.logs.reader import matching_lines
+    """Follow a log from a byte offset with the log reader's own follower (telemetry/logs:
+    rotation, truncation, idle flushes, bounded lines; the unfinished last line is never read
+    for numbers)."""
+    from decodescope.telemetry.logs.pipeline import iter_windows
 
     def follow(path: str, offset: int, stop: threading.Event) -> Iterator[EngineWindow]:
-        lr = LineReader(engine, Clock(None, time.time()), ParseCounts())
-        rest, idle = b"", 0.0
-        with open(path, "rb") as f:
-            f.seek(offset)
-            while True:
-                chunk = f.read(1 << 20)
-                if chunk:
-                    idle = 0.0
-                    block = rest + chunk
-                    cut = block.rfind(b"\n") + 1
-                    rest = block[cut:]
-                    for raw in matching_lines(block[:cut], 0, cut, lr.keywords()):
-                        yield from lr.feed(raw)
-                    continue
-                if stop.is_set():
-                    break
-                if os.path.getsize(path) < f.tell():  # truncated: start over
-                    f.seek(0)
-                    rest = b""
-                stop.wait(poll_s)
-                idle += poll_s
-                if idle >= IDLE_FLUSH_S:
-                    idle = 0.0
-                    yield from lr.flush()
-        if rest:
-            for raw in matching_lines(rest + b"\n", 0, len(rest) + 1, lr.keywords()):
-                yield from lr.feed(raw)
-        yield from lr.flush()
+        yield from iter_windows(path, engine=engine, follow=True, stop=stop.is_set,
+                                poll_s=poll_s, sleep=stop.wait, offset=offset)
 
     return follow

@@ -17,7 +17,8 @@ import httpx
 from decodescope.analysis.run_result import analyze_run
 from decodescope.caliber.conformance import check_request
 from decodescope.caliber.spec import Caliber
-from decodescope.errors import ModelNotServedError, UnreachableError
+from decodescope.edge import MODELS, side_request
+from decodescope.errors import DecodescopeError, ModelNotServedError, UnreachableError
 from decodescope.probe import client as cl
 from decodescope.probe.load_shape import RequestBodies, load_period
 from decodescope.probe.prompt import RealizedPrompt, realize, server_tokenizer
@@ -70,7 +71,7 @@ def prepare(settings: ProbeSettings) -> tuple[EngineInfo, str | None, RealizedPr
     headers = cl.auth_headers(settings.api_key)
     with httpx.Client(trust_env=False, proxy=settings.proxy, timeout=30.0, headers=headers) as c:
         try:
-            c.get(settings.url.rstrip("/") + "/v1/models")
+            side_request(c, "GET", settings.url, MODELS)
         except httpx.HTTPError as exc:
             raise UnreachableError(f"cannot reach the server: {exc or type(exc).__name__}",
                                    where=settings.url,
@@ -182,9 +183,14 @@ async def _trials(settings: ProbeSettings, store: Store, run_id: int, model: str
             for ob in observers:
                 ob.mark(f"trial_end:{idx}", time.perf_counter())
             traces = count_tokens(traces, settings, model)
+            try:
+                per_req = [compute(t, cal.output.steady_state_start) for t in traces]
+            except Exception:  # a bug: the trial's traces are stored all the same
+                store_runs.add_trial(store, run_id, idx, status="failed", started_at=started,
+                                     wall_anchor_s=anchor, result=None, requests=traces)
+                raise
             expected_s = _steady_seconds(traces, cal.output.steady_state_start) or expected_s
             failed = next((t for t in traces if not t.ok), None)
-            per_req = [compute(t, cal.output.steady_state_start) for t in traces]
             trial_findings: list[Finding] = []
             for i, m in enumerate(per_req):
                 if traces[i].ok:
@@ -223,7 +229,9 @@ def count_tokens(traces: list[RequestTrace], settings: ProbeSettings, model: str
                  ) -> list[RequestTrace]:
     """Streams that carried no usage at all: count each chunk's tokens with the server's
     tokenize endpoint (vLLM, llama.cpp) into `extra["chunk_tokens"]`. Without one the token
-    count stays unknown (records/request_metrics.py withholds the decode rate)."""
+    count stays unknown (records/request_metrics.py withholds the decode rate). Never raises:
+    a tokenize answer that breaks the protocol (an absurd count, past its size limit or its
+    deadline) fails that trace with the error, its chunks kept, and the rest stay uncounted."""
     todo = [i for i, t in enumerate(traces)
             if t.ok and t.completion_tokens is None and not all(c.tokens is not None
                                                                  for c in t.chunks)]
@@ -241,7 +249,12 @@ def count_tokens(traces: list[RequestTrace], settings: ProbeSettings, model: str
             counts: list[int | None] = []
             for ch in tr.chunks:
                 text = ch.reasoning + ch.content
-                n = count(text) if text else 0
+                try:
+                    n = count(text) if text else 0
+                except DecodescopeError as exc:
+                    out[i] = dataclasses.replace(tr, error=exc.one_line(),
+                                                 error_kind=type(exc).__name__)
+                    return out
                 if n is None:  # no tokenize endpoint: stays unknown
                     return out
                 counts.append(n)
@@ -276,7 +289,15 @@ def _finish(store: Store, run_id: int, status: str, observers: list[Observer],
             fp.update(res.fingerprint)
             store_runs.update_run(store, run_id, fingerprint=fp)
     run = store_runs.get_run(store, run_id)
-    result = analyze_run(run, extra_findings=findings)
+    try:
+        result = analyze_run(run, extra_findings=findings)
+    except Exception as exc:  # a bug: the run is still closed with its status, never left
+        # "running"; it raises unless the run already ends with its own error
+        store_runs.update_run(store, run_id, status="failed" if status == "complete" else status,
+                              meta={**run.meta, "stop": stop or _stop_cause(exc)})
+        if status == "complete":
+            raise
+        return
     store_runs.update_run(store, run_id, status=status, result=result,
                           warnings=result.get("findings", []),
                           **({"meta": {**run.meta, "stop": stop}} if stop else {}))

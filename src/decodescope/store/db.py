@@ -204,7 +204,10 @@ class Store:
             try:
                 yield self.conn
             except BaseException:
-                self.conn.execute("ROLLBACK")
+                # SQLite has already rolled back after an I/O or disk-full error: a second
+                # ROLLBACK would fail and hide the cause
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
                 raise
             self.conn.execute("COMMIT")
 

@@ -294,7 +294,7 @@ class PgStore(Store):
     @classmethod
     def open_url(cls, url: str, *, read_only: bool = False) -> PgStore:
         url = url.strip()
-        register_url_secrets(url)
+        register_url_secrets(url, whole=True)
         where = redact_url(url)
         try:
             from psycopg.conninfo import conninfo_to_dict

@@ -23,7 +23,7 @@ from decodescope.errors import StoreError
 from decodescope.records.stored_run import StoredRun, StoredTrial
 from decodescope.records.trace import RequestTrace
 from decodescope.records.window import EngineWindow
-from decodescope.redact import REDACTED, redact_record, redact_text, registered_secrets
+from decodescope.redact import redact_literals, redact_record, redact_text, registered_secrets
 from decodescope.store.db import Store, dumps, dumps_redacted, loads
 
 RUN_STATUSES = ("running", "complete", "interrupted", "failed")
@@ -93,20 +93,11 @@ def trace_json(trace: RequestTrace) -> str:
     d = trace.to_dict()
     chunks = d.pop("chunks")
     d = redact_record(d)
-    secrets = registered_secrets()
-    if secrets:
+    if registered_secrets():
         for key in ("content", "reasoning"):
-            chunks[key] = [_literals(text, secrets) for text in chunks[key]]
+            chunks[key] = [redact_literals(text) if text else text for text in chunks[key]]
     d["chunks"] = chunks
     return dumps_redacted(d)
-
-
-def _literals(text: str | None, secrets: list[str]) -> str | None:
-    if text:
-        for lit in secrets:
-            if lit in text:
-                text = text.replace(lit, REDACTED)
-    return text
 
 
 def add_windows(store: Store, run_id: int, windows: list[EngineWindow],

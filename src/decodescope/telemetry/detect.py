@@ -7,6 +7,16 @@ from typing import Any
 
 import httpx
 
+from decodescope.edge import (
+    MODELS,
+    PROPS,
+    SERVER_INFO,
+    SERVER_INFO_ALT,
+    VERSION,
+    SideEndpoint,
+    side_request,
+)
+
 DETECT_TIMEOUT_S = 3.0
 
 
@@ -23,17 +33,31 @@ class EngineInfo:
         return asdict(self)
 
 
-def _get(client: httpx.Client, url: str) -> Any | None:
+def _get(client: httpx.Client, base: str, ep: SideEndpoint) -> Any | None:
+    """The endpoint's JSON, or None when it has none. Bounded (edge.side_request): an answer
+    past the endpoint's size limit or its deadline raises (exit 5, or 4 when none came)."""
     try:
-        r = client.get(url)
+        r = side_request(client, "GET", base, ep)
     except httpx.HTTPError:
         return None
-    if r.status_code != 200:
+    if r.status != 200:
         return None
     try:
         return r.json()
     except ValueError:
         return None
+
+
+# A version string longer than this is not a version: kept cut, as the header prints it.
+MAX_VERSION_CHARS = 120
+
+
+def _short(v: Any) -> str | None:
+    """A version as text (a server may send a number or an object), at most MAX_VERSION_CHARS."""
+    if v is None:
+        return None
+    text = v if isinstance(v, str) else str(v)
+    return text if len(text) <= MAX_VERSION_CHARS else text[:MAX_VERSION_CHARS - 1] + "…"
 
 
 def detect_engine(base_url: str, client: httpx.Client | None = None,
@@ -51,7 +75,7 @@ def _detect(base: str, c: httpx.Client) -> EngineInfo:
     evidence: list[str] = []
     raw: dict[str, Any] = {}
     kind, version, simulated = "unknown", None, False
-    models_doc = _get(c, base + "/v1/models")
+    models_doc = _get(c, base, MODELS)
     models: tuple[str, ...] = ()
     owned_by = None
     if isinstance(models_doc, dict) and isinstance(models_doc.get("data"), list):
@@ -62,26 +86,26 @@ def _detect(base: str, c: httpx.Client) -> EngineInfo:
         kind = "openai"
         if owned_by:
             evidence.append(f"/v1/models owned_by={owned_by}")
-    info = _get(c, base + "/get_server_info") or _get(c, base + "/server_info")
+    info = _get(c, base, SERVER_INFO) or _get(c, base, SERVER_INFO_ALT)
     if isinstance(info, dict) and ("internal_states" in info or "tp_size" in info):
         raw["server_info"] = info
         kind, version = "sglang", info.get("version")
         evidence.append("/get_server_info answered (SGLang)")
-    props = _get(c, base + "/props") if kind != "sglang" else None
+    props = _get(c, base, PROPS) if kind != "sglang" else None
     if isinstance(props, dict) and ("default_generation_settings" in props or "build_info" in props
                                     or "total_slots" in props):
         raw["props"] = props
         kind = "llamacpp"
         version = props.get("build_info") or version
         evidence.append("/props answered (llama.cpp)")
-    ver = _get(c, base + "/version") if kind not in ("sglang", "llamacpp") else None
+    ver = _get(c, base, VERSION) if kind not in ("sglang", "llamacpp") else None
     if isinstance(ver, dict) and "version" in ver:
         raw["version"] = ver
         simulated = bool(ver.get("simulated"))
         if owned_by in (None, "vllm") or simulated:
-            kind, version = "vllm", str(ver["version"])
-            evidence.append(f"/version={ver['version']}")
+            kind, version = "vllm", _short(ver["version"])
+            evidence.append(f"/version={version}")
     if kind in ("openai", "unknown") and owned_by in ("vllm", "sglang", "llamacpp"):
         kind = owned_by
-    return EngineInfo(kind=kind, version=version, models=models, simulated=simulated,
+    return EngineInfo(kind=kind, version=_short(version), models=models, simulated=simulated,
                       evidence=tuple(evidence), raw=raw)

@@ -80,9 +80,26 @@ def _wanted() -> frozenset[str]:
 WANTED = _wanted()
 
 
-def relevant_lines(text: str) -> str:
+# Samples of the names we use in one scrape: ~30 per engine (counters, gauges, `_created`,
+# one per draft position), so 20,000 is hundreds of data-parallel ranks or models. Past it the
+# scrape is refused (a scrape error), so parsing stays bounded (~0.2 s) whatever the server sends.
+MAX_RELEVANT_SAMPLES = 20_000
+# Draft positions of the per-position acceptance counter: k is 1-16 in practice (tree drafts
+# reach a few dozen); a larger position is junk and would cost one slot per position.
+MAX_SPEC_POSITIONS = 256
+# A counter or gauge value no engine reaches (tokens, seconds, requests): 1e15 tokens is
+# ten thousand GPU-years of decoding.
+MAX_SAMPLE_VALUE = 1e15
+
+
+class TooManySamples(ValueError):
+    pass
+
+
+def relevant_lines(text: str, limit: int = MAX_RELEVANT_SAMPLES) -> str:
     """Only the samples we use: a vLLM exposition has a thousand histogram lines, and parsing
-    them every second would hold the GIL while the probe timestamps chunks."""
+    them every second would hold the GIL while the probe timestamps chunks. More than `limit`
+    of them raises TooManySamples."""
     out = []
     for line in text.splitlines():
         if not line or line[0] == "#":
@@ -94,7 +111,18 @@ def relevant_lines(text: str) -> str:
                 end = i
         if line[:end] in WANTED:
             out.append(line)
+            if len(out) > limit:
+                raise TooManySamples(f"more than {limit} samples of the engine's metric names "
+                                     "(an engine exposes ~30)")
     return "\n".join(out) + "\n"
+
+
+def _checked(name: str, value: float) -> float:
+    """A sample value we use: finite, not negative, below MAX_SAMPLE_VALUE."""
+    if not (0.0 <= value <= MAX_SAMPLE_VALUE):  # NaN fails both comparisons
+        raise ValueError(f"{name} = {value!r} is not a count or time (finite, from 0 to "
+                         f"{MAX_SAMPLE_VALUE:g})")
+    return value
 
 
 @dataclass(frozen=True)
@@ -155,19 +183,26 @@ def _parse_metrics(text: str, t_s: float, t_wall_s: float, mark: str | None) -> 
     try:
         for fam in text_string_to_metric_families(relevant_lines(text)):
             for s in fam.samples:
+                value = _checked(s.name, float(s.value))
                 if s.name.endswith("_created"):
                     base = s.name[: -len("_created")] + "_total"
-                    created[base] = max(created.get(base, 0.0), float(s.value))
+                    created[base] = max(created.get(base, 0.0), value)
                     continue
                 if s.name in PER_POS_NAMES.values() and "position" in s.labels:
                     try:
                         pos = int(s.labels["position"])
                     except ValueError:
                         continue
+                    if not 0 <= pos < MAX_SPEC_POSITIONS:
+                        raise ValueError(f"{s.name} at position {s.labels['position'][:20]}, "
+                                         f"past the {MAX_SPEC_POSITIONS} draft positions "
+                                         "any drafter has")
                     slot = per_pos_raw.setdefault(s.name, {})
-                    slot[pos] = slot.get(pos, 0.0) + float(s.value)
+                    slot[pos] = slot.get(pos, 0.0) + value
                     continue
-                sums[s.name] = sums.get(s.name, 0.0) + float(s.value)
+                sums[s.name] = sums.get(s.name, 0.0) + value
+    except TooManySamples as exc:
+        return Scrape(t_s, t_wall_s, None, mark=mark, error=f"/metrics refused: {exc}")
     except (ValueError, TypeError, IndexError) as exc:
         return Scrape(t_s, t_wall_s, None, mark=mark, error=f"unparsable /metrics: {exc}")
     prefix = _prefix(sums)

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from decodescope.exitcodes import ExitCode
 from decodescope.records.evidence import EvidenceRow
 from decodescope.verdict import thresholds as th
-from decodescope.verdict.bands import DEFAULT_BANDS, Band, describe
+from decodescope.verdict.bands import DEFAULT_BANDS, Band, content_band, describe
 from decodescope.verdict.baseline import Baseline
 from decodescope.verdict.side_values import Side
 
@@ -84,7 +84,13 @@ def check_against(baseline: Baseline, side: Side, bands: tuple[Band, ...] = DEFA
             "changed" if outside else "same",
             f"{len(outside)} of {len(vals)} outside the band" if outside else None))
     if side.median("mal") is not None:
-        rows.append(EvidenceRow("MAL", describe(side.median("mal"), bands), "unknown"))
+        mal = side.median("mal")
+        partial = content_band(mal, side.drafts_every_step, bands) is None \
+            and side.drafts_every_step is False
+        rows.append(EvidenceRow("MAL", f"{mal:.2f} over the drafted steps only "
+                                f"({100 * (side.coverage or 0.0):.0f}% of steps): no MAL band "
+                                "applies; tokens per step carry the content" if partial
+                                else describe(mal, bands), "unknown"))
     if side.median("step_rate") is not None:
         rows.append(EvidenceRow("step rate", f"{side.median('step_rate'):.1f} /s", "unknown"))
     rows.append(_decay_row(baseline, side))

@@ -126,6 +126,20 @@ def classify(mal: float | None, bands: Sequence[Band] = DEFAULT_BANDS) -> Band |
     return next((b for b in bands if b.contains(mal)), None)
 
 
+def content_band(mal: float | None, every_step_drafts: bool | None,
+                 bands: Sequence[Band] = DEFAULT_BANDS) -> Band | None:
+    """The band of a side's MAL — only for the quantity the bands were made for: MAL where
+    every step drafts (coverage ≈ 1). A drafter that drafts only where it finds a match
+    (n-gram, suffix, llama.cpp lookup) has MAL over its drafted steps only (5.00 on varied
+    prose drafted on 12 % of steps): its content shows in tokens per step and the drafted
+    share, and no MAL band applies (None) — unless the bands were made for such a drafter
+    (a bands file that declares an n-gram-like method)."""
+    made_for_partial = any(method_family(b.method) == "model-free" for b in bands if b.method)
+    if every_step_drafts is False and not made_for_partial:
+        return None
+    return classify(mal, bands)
+
+
 def describe(mal: float | None, bands: Sequence[Band] = DEFAULT_BANDS) -> str:
     """'4.52 (code-like, ≥ 4)' or '3.60 (between bands)'."""
     if mal is None:

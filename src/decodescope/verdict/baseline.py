@@ -3,7 +3,10 @@
 The seed's acceptance method, step 3: "c1 out1280 = 96–107, a flat band … suspect the stack only
 if this anchor itself drops below 90". `baseline set` records such an anchor (given, or derived
 from stored runs' per-trial values); `check` probes the anchor caliber and compares.
-Stored in the run store's `baselines` table (spec_json carries everything but the name).
+Stored in the run store's `baselines` table (spec_json carries everything but the name),
+with the anchor caliber's full content (`caliber`, spec v2) and its identity: `check` and the
+exporter re-probe from the store alone, on any host that has it, whether the caliber came from
+a built-in or a file that is gone. A baseline of spec v1 (name only) still resolves built-ins.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import json
 import statistics
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from decodescope.caliber.spec import Caliber
@@ -22,7 +25,8 @@ from decodescope.store.db import Store
 from decodescope.verdict import thresholds as th
 from decodescope.verdict.side_values import side_from_runs
 
-SPEC_VERSION = 1  # spec_json layout; v1: band, floor, runs, source, values, length decay
+# spec_json layout; v1: band, floor, runs, source, values, length decay; v2: + caliber (content)
+SPEC_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -38,16 +42,21 @@ class Baseline:
     values: tuple[float, ...] = ()  # per-trial values a derived band came from
     length_decay_pct: float | None = None  # the runs' mean, % per 1K output tokens
     derived: bool = False  # band derived from runs (not given)
+    # the anchor caliber's full content (Caliber.to_dict() less identity); None: a v1 baseline
+    caliber: dict[str, Any] | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        d.pop("caliber")  # pages of prompt text: `calibers show` and the stored spec carry it
+        d["caliber_stored"] = self.caliber is not None
         d["band"] = list(self.band) if self.band else None
         return d
 
     def spec(self) -> dict[str, Any]:
         d = self.to_dict()
-        for k in ("name", "created_at", "caliber_ref"):
+        for k in ("name", "created_at", "caliber_ref", "caliber_stored"):
             d.pop(k)
+        d["caliber"] = self.caliber
         d["spec_version"] = SPEC_VERSION
         return d
 
@@ -127,7 +136,24 @@ def make_baseline(name: str, caliber: Caliber, runs: Sequence[StoredRun], *,
         raise UsageError(f"floor {floor:g} is above the band's low end {band[0]:g}",
                          where="--floor", remedy="The floor sits at or below the band")
     return Baseline(name, now if now is not None else time.time(), caliber.ref, caliber.identity,
-                    band, floor, tuple(r.id for r in runs), source, values, decay, derived)
+                    band, floor, tuple(r.id for r in runs), source, values, decay, derived,
+                    caliber=_caliber_content(caliber))
+
+
+def _caliber_content(caliber: Caliber) -> dict[str, Any]:
+    """What the baseline stores to re-probe: the caliber's full content, verbatim (a redacted
+    caliber would be another caliber). It holds no key (keys come from the environment); a
+    secret this process knows found in it is refused rather than stored."""
+    from decodescope.redact import redact_literals
+
+    d = caliber.to_dict()
+    d.pop("identity", None)
+    text = json.dumps(d)
+    if redact_literals(text) != text:
+        raise UsageError("the caliber's text contains a secret this command was given (an API "
+                         "key)", where=f"caliber {caliber.ref}",
+                         remedy="Take the key out of the caliber file; keys go in --api-key-env")
+    return d
 
 
 def save_baseline(store: Store, b: Baseline) -> None:
@@ -143,7 +169,8 @@ def _from_row(name: str, created: float, ref: str, spec_json: str) -> Baseline:
                     (float(band[0]), float(band[1])) if band else None, s.get("floor"),
                     tuple(s.get("run_ids") or ()), s.get("source", "client"),
                     tuple(s.get("values") or ()), s.get("length_decay_pct"),
-                    bool(s.get("derived")))
+                    bool(s.get("derived")),
+                    caliber=s.get("caliber") if isinstance(s.get("caliber"), dict) else None)
 
 
 def get_baseline(store: Store, name: str, *, missing_ok: bool = False) -> Baseline | None:
@@ -175,15 +202,40 @@ def median(values: Sequence[float]) -> float | None:
 
 
 def anchor_caliber(base: Baseline) -> Caliber:
-    """The baseline's anchor caliber as it resolves today, refused when its identity is no
-    longer the one the baseline was taken at (a changed caliber file)."""
+    """The baseline's anchor caliber: the content it stored (checked against its identity), or
+    for a v1 baseline (name only) the built-in as it resolves today, refused when its identity
+    is no longer the one the baseline was taken at."""
     from decodescope.caliber.resolve import resolve
     from decodescope.errors import CaliberError
 
-    cal = resolve(base.caliber_ref)
+    remedy = ("Re-create it: decodescope baseline set NAME --caliber NAME-OR-FILE.toml "
+              "--from-runs IDS (a baseline stores its caliber's content)")
+    if base.caliber is not None:
+        try:
+            cal = Caliber.from_dict(base.caliber)
+        except (TypeError, ValueError, KeyError, AttributeError) as e:
+            raise CaliberError(f"the caliber stored with the baseline cannot be read: {e}",
+                               where=f"baseline {base.name}", remedy=remedy) from None
+        if cal.identity != base.caliber_identity:
+            raise CaliberError(
+                f"the caliber stored with the baseline hashes to {cal.identity}, not the "
+                f"identity {base.caliber_identity} it was taken at (the store was edited, or "
+                "another decodescope version hashes it differently)",
+                where=f"baseline {base.name}", remedy=remedy)
+        from decodescope.caliber.resolve import check_values
+
+        check_values(cal, f"baseline {base.name}")  # within limits, as a caliber file is
+        return cal
+    try:
+        cal = resolve(base.caliber_ref)
+    except CaliberError:
+        raise CaliberError(
+            f"the baseline holds only its caliber's name {base.caliber_ref} (an older baseline), "
+            "and no built-in caliber has that name", where=f"baseline {base.name}",
+            remedy=remedy) from None
     if cal.identity != base.caliber_identity:
         raise CaliberError(
             f"caliber {base.caliber_ref} now has identity {cal.identity}, the baseline was "
             f"taken at {base.caliber_identity}", where=f"baseline {base.name}",
-            remedy="Re-create the baseline with `decodescope baseline set`")
+            remedy=remedy)
     return cal

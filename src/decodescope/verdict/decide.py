@@ -2,7 +2,9 @@
 
 Order:
 
-1. INCONCLUSIVE   a side has fewer than 2 units with a decode rate, or a run missed its caliber
+1. INCONCLUSIVE   a side has fewer than 2 units with a decode rate (unless both sides are runs
+   whose declared calibers differ: that CALIBER_MISMATCH needs no statistic), or a run missed
+   its caliber
 2. CONTAMINATED   either side's engine saw foreign load
 3. CALIBER_MISMATCH  caliber identities differ (or log-window evidence says so);
    INCONCLUSIVE when the caliber cannot be established (log windows) and nobody asserted it
@@ -10,9 +12,9 @@ Order:
    a. decode rate moved beyond noise and by at least the minimum effect → REGRESSION /
       IMPROVEMENT. The cause is the component that carries it: stalls (pauses inside the
       outputs, kept out of the rates), speculative decoding switched off / on, acceptance
-      (MAL or tokens per step) or step rate — a component counts only when it moved in the
-      decode rate's direction and survives Holm's correction over the two components; else
-      "decode rate" (split unknown or within noise).
+      (MAL or tokens per step) or step rate — the component with the largest share of the
+      log change, and only when it moved in the decode rate's direction and survives Holm's
+      correction over the two components; else "decode rate" (split unknown or within noise).
    b. stalls appeared while the decode rate between them did not move (a narrow interval)
       → REGRESSION (stalls) when the time lost to them is beyond the minimum effect, they
       recur (in ≥ STALL_MIN_UNITS units and most units of that side) and the per-unit shares
@@ -30,8 +32,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from decodescope.verdict import thresholds as th
+from decodescope.verdict.rate_change import carrier
 from decodescope.verdict.side_values import Side
-from decodescope.verdict.stats import Change, difference_interval, holm, pct
+from decodescope.verdict.stats import Change, difference_interval, pct
 from decodescope.verdict.types import CaliberComparison, VerdictKind, acceptance
 
 
@@ -66,20 +69,10 @@ def spec_state(b: Side, c: Side) -> str | None:
 
 
 def _attributed(d: Change, parts: list[tuple[str, Change]]) -> str | None:
-    """The component that carries the decode change: significant after Holm, beyond the
-    minimum effect, moving in the decode rate's direction; the larger |log change| wins."""
-    if not parts:
-        return None
-    rejects = holm([x.p_value for _, x in parts])
-    sign = 1.0 if (d.rel or 0.0) > 0 else -1.0
-    best: tuple[float, str] | None = None
-    for (name, x), rej in zip(parts, rejects, strict=True):
-        lr = x.log_ratio
-        if not rej or lr is None or abs(x.rel or 0.0) < x.min_effect or lr * sign <= 0:
-            continue
-        if best is None or abs(lr) > best[0]:
-            best = (abs(lr), name)
-    return best[1] if best else None
+    """The component that carries the decode change (`rate_change.carrier`: the largest share
+    of the log change, significant after Holm, beyond the minimum effect, in the decode
+    rate's direction) — the same rule the decomposition's `carried_by` uses."""
+    return carrier(d, parts)
 
 
 def _by_identity(acc: Change, s: Change) -> str | None:
@@ -147,6 +140,12 @@ def decide(b: Side, c: Side, ch: dict[str, Change], cal: CaliberComparison, *,
     missed = [x for x in (getattr(b, "caliber_missed", None), getattr(c, "caliber_missed", None))
               if x]
     if d.status == "no_data":
+        if (cal.same is False and b.kind == c.kind == "run" and not missed
+                and not (b.contamination or c.contamination)):
+            # declared calibers (probes, imported files) that differ need no statistic: the
+            # numbers are not like-for-like however many units either side has (one imported
+            # file). Log windows' calibers are read from their MAL: that needs the units.
+            return Decision("CALIBER_MISMATCH", "caliber")
         return Decision("INCONCLUSIVE", f"too few {b.unit_name}s/{c.unit_name}s",
                         th.RECOMMENDED_TRIALS)
     if missed:

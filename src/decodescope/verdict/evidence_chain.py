@@ -7,6 +7,7 @@ from typing import Any
 from decodescope.records.evidence import EvidenceRow
 from decodescope.verdict import thresholds as th
 from decodescope.verdict.bands import describe
+from decodescope.verdict.decide import spec_state
 from decodescope.verdict.side_values import Side, coverage_differs
 from decodescope.verdict.stats import Change
 from decodescope.verdict.types import Context, changed_word, fmt_num
@@ -27,8 +28,13 @@ def evidence_rows(ctx: Context) -> list[EvidenceRow]:
     rows = [EvidenceRow("same caliber?", cal.text, cal_status,  # type: ignore[arg-type]
                         "\n".join(f"{r.element}: {r.baseline} → {r.current}" for r in diff_rows)
                         or None)]
-    mb, mc = b.median("mal"), c.median("mal")
-    if mb is not None or mc is not None:
+    mb, mc = b.typical("mal"), c.typical("mal")
+    off = spec_state(b, c)  # one side without speculative decoding: MAL 1 by definition there
+    if off is not None:
+        rows.append(_content_spec_off(ctx, off))
+    elif b.drafts_every_step is False or c.drafts_every_step is False:
+        rows.append(_content_from_steps(ctx))
+    elif mb is not None or mc is not None:
         same_band = (ctx.bands[0] is not None and ctx.bands[1] is not None
                      and ctx.bands[0].name == ctx.bands[1].name)
         band_status = "same" if same_band else (
@@ -41,14 +47,21 @@ def evidence_rows(ctx: Context) -> list[EvidenceRow]:
                       for x in dict.fromkeys(bb for bb in ctx.bands if bb)) or None))
     rows.append(EvidenceRow(f"decode rate changed? ({ctx.decode_source})", changed_word(d),
                             _status(d)))  # type: ignore[arg-type]
-    rows.append(EvidenceRow("MAL changed?", changed_word(m), _status(m)))  # type: ignore[arg-type]
+    if off is not None:  # known: the side without drafts has MAL 1 by definition
+        rows.append(EvidenceRow(
+            "MAL changed?", f"yes: {_mal_or_one(b, off == 'on')} → {_mal_or_one(c, off == 'off')}"
+            f" (speculative decoding {off} on the current side)", "changed"))
+    else:
+        rows.append(EvidenceRow("MAL changed?", changed_word(m), _status(m)))  # type: ignore[arg-type]
     tps = ctx.changes.get("tokens_per_step")
-    if tps is not None and coverage_differs(b, c):
+    if tps is not None and (coverage_differs(b, c) or off is not None):
         rows.append(EvidenceRow(
             "tokens per step changed?", changed_word(tps), _status(tps),  # type: ignore[arg-type]
-            f"{_g2(b.median('tokens_per_step'))} → {_g2(c.median('tokens_per_step'))}: steps "
-            "without a draft (n-gram found no match) emit one token outside MAL; decode rate = "
-            "step rate × tokens per step"))
+            f"{_g2(b.typical('tokens_per_step'))} → {_g2(c.typical('tokens_per_step'))}: "
+            + ("every step of the side without drafts emits one token"
+               if off is not None else
+               "steps without a draft (n-gram found no match) emit one token outside MAL")
+            + "; decode rate = step rate × tokens per step"))
     rows.append(EvidenceRow("step rate changed?", changed_word(s), _status(s)))  # type: ignore[arg-type]
     dec = ctx.decomposition
     if dec is not None:
@@ -56,7 +69,8 @@ def evidence_rows(ctx: Context) -> list[EvidenceRow]:
             "what carries the delta?", dec.describe(),
             "same" if dec.split_known else "unknown",
             f"ln(D2/D1) = {dec.log_decode:+.3f}"
-            + (f" = ln(S2/S1) {dec.log_step:+.3f} + ln(M2/M1) {dec.log_mal:+.3f}"
+            + (f" = ln(S2/S1) {dec.log_step:+.3f} + ln({_sym(dec.acceptance_metric)}2/"
+               f"{_sym(dec.acceptance_metric)}1) {dec.log_mal:+.3f}"
                if dec.split_known else "")
             + f"  [{dec.basis}]"))
     if ctx.decode_source.startswith("mixed"):
@@ -85,6 +99,56 @@ def evidence_rows(ctx: Context) -> list[EvidenceRow]:
             "changed" if abs(delta) > th.LENGTH_DECAY_DELTA_PP else "same"))
     rows.extend(fingerprint_rows(b, c))
     return rows
+
+
+def _content_from_steps(ctx: Context) -> EvidenceRow:
+    """The content signal of a drafter that drafts only where it finds a match (n-gram,
+    suffix, llama.cpp lookup): tokens per step and the drafted share. MAL there counts the
+    drafted steps only, so the MAL bands (made for MAL where every step drafts) do not apply."""
+    b, c = ctx.baseline, ctx.current
+    tps = ctx.changes.get("tokens_per_step")
+    cov = f"{_share(b.coverage)} → {_share(c.coverage)} of steps drafted"
+    result = (f"tokens per step {_g2(b.typical('tokens_per_step'))} → "
+              f"{_g2(c.typical('tokens_per_step'))}, {cov}")
+    if tps is None or tps.status in ("no_data", "undecidable"):
+        status = "unknown"
+    else:
+        status = "changed" if tps.changed else "same"
+    return EvidenceRow(
+        "what content do tokens per step imply?", result, status,  # type: ignore[arg-type]
+        f"not every step drafts: MAL ({_g2(b.typical('mal'))} → {_g2(c.typical('mal'))}) "
+        "counts only the drafted steps, so the MAL bands (made for MAL where every step "
+        "drafts) do not apply; text that repeats itself gives more matches, so more drafted "
+        "steps and more tokens per step")
+
+
+def _mal_or_one(side: Side, without_drafts: bool) -> str:
+    return "1 by definition (no drafts)" if without_drafts else _g2(side.typical("mal"))
+
+
+def _content_spec_off(ctx: Context, off: str) -> EvidenceRow:
+    """One side drafts, the other does not (speculative decoding off): MAL is 1 by definition
+    on the side without drafts and says nothing of content there, so the content signal is
+    read on the drafting side only; the split reads tokens per step (rate_change)."""
+    b, c = ctx.baseline, ctx.current
+    on_side = b if off == "off" else c
+    band = describe(on_side.typical("mal"), ctx.band_table)
+    none = "1 by definition (no drafts: no content signal)"
+    result = f"{band} → {none}" if off == "off" else f"{none} → {band}"
+    return EvidenceRow(
+        "what content does MAL imply?", result, "unknown",
+        f"speculative decoding {off} on the current side: content shows in MAL only where the "
+        "server drafts; the decode change splits by tokens per step "
+        f"({_g2(b.typical('tokens_per_step'))} → {_g2(c.typical('tokens_per_step'))})")
+
+
+def _sym(metric: str) -> str:
+    """The identity's symbol of the acceptance factor: M (MAL) or T (tokens per step)."""
+    return "T" if metric == "tokens per step" else "M"
+
+
+def _share(v: float | None) -> str:
+    return "—" if v is None else f"{100 * min(max(v, 0.0), 1.0):.0f}%"
 
 
 def _foreign(b: Side, c: Side) -> EvidenceRow:

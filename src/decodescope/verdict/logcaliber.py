@@ -19,7 +19,7 @@ import math
 from collections.abc import Sequence
 
 from decodescope.verdict import thresholds as th
-from decodescope.verdict.bands import Band, bands_fit, classify, describe
+from decodescope.verdict.bands import Band, bands_fit, content_band, describe
 from decodescope.verdict.side_values import Side
 from decodescope.verdict.types import CaliberComparison, fmt_num
 
@@ -78,7 +78,7 @@ def compare_log_calibers(b: Side, c: Side, bands: Sequence[Band]) -> CaliberComp
     if b.caliber_asserted and c.caliber_asserted:
         return CaliberComparison(True, "asserted by the user (--assume-same-caliber); the log "
                                        "windows do not show it")
-    mb, mc = b.median("mal"), c.median("mal")
+    mb, mc = b.typical("mal"), c.typical("mal")  # the statistic the side table shows
     logs = [s for s in (b, c) if s.kind == "log"]
     head = ("not established: " + (f"{c.name if b.kind == 'log' else b.name} is log windows "
                                    "(no caliber)" if len(logs) == 1 else
@@ -102,7 +102,9 @@ def compare_log_calibers(b: Side, c: Side, bands: Sequence[Band]) -> CaliberComp
             return CaliberComparison(None, f"{head}; MAL bands do not fit {s.name} ({why})"
                                      + _suspect(mb, mc))
         fits.append(why)
-    bb, bc = classify(mb, bands), classify(mc, bands)
+    # MAL bands only where every step drafts (bands.content_band)
+    bb, bc = content_band(mb, b.drafts_every_step, bands), content_band(mc, c.drafts_every_step,
+                                                                        bands)
     scope = f" ({fits[0]})" if fits else ""
     if bb is not None and bc is not None:
         if bb.name != bc.name:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from decodescope.verdict.bands import DEFAULT_BANDS, Band, classify
+from decodescope.verdict.bands import DEFAULT_BANDS, Band, content_band
 from decodescope.verdict.rate_change import share
 from decodescope.verdict.side_values import Side
 
@@ -35,6 +35,9 @@ class Matrix:
     share_mal: float | None  # of ln(D_fast / D_slow)
     share_step: float | None
     simulated: bool = False
+    # the acceptance factor of the split: MAL, or tokens per step where the calibers have no
+    # MAL because the server does not draft (speculation off: one token per step)
+    acceptance_metric: str = "MAL"
 
     @property
     def summary(self) -> str:
@@ -43,16 +46,17 @@ class Matrix:
         text = (f"headline number varies {self.spread:.1f}x with caliber "
                 f"({self.slowest} → {self.fastest})")
         if self.share_mal is not None and self.share_step is not None:
-            text += f"; MAL explains {share(self.share_mal)}, step rate {share(self.share_step)}"
+            text += (f"; {self.acceptance_metric} explains {share(self.share_mal)}, step rate "
+                     f"{share(self.share_step)}")
         else:
-            text += "; split unknown (no engine MAL / step rate)"
+            text += "; split unknown (no engine MAL or tokens per step / step rate)"
         return text
 
     def to_dict(self) -> dict[str, Any]:
         return {"rows": [asdict(r) for r in self.rows], "spread": self.spread,
                 "fastest": self.fastest, "slowest": self.slowest, "share_mal": self.share_mal,
                 "share_step": self.share_step, "summary": self.summary,
-                "simulated": self.simulated}
+                "simulated": self.simulated, "acceptance_metric": self.acceptance_metric}
 
 
 def _row(side: Side, bands: Sequence[Band]) -> MatrixRow:
@@ -61,7 +65,7 @@ def _row(side: Side, bands: Sequence[Band]) -> MatrixRow:
     decode, src = (eng, "engine") if eng is not None else ((cli, "client") if cli is not None
                                                            else (None, "none"))
     mal = side.median("mal")
-    band = classify(mal, bands)
+    band = content_band(mal, side.drafts_every_step, bands)  # none for n-gram-like drafting
     return MatrixRow(side.caliber_ref or side.name, side.caliber_identity, side.run_ids, decode,
                      src, mal, side.median("step_rate"), band.name if band else None,
                      len(side.units))
@@ -78,10 +82,15 @@ def caliber_matrix(sides: Sequence[Side], bands: Sequence[Band] = DEFAULT_BANDS)
     spread = (fast.decode_rate or 0.0) / (slow.decode_rate or 1.0)
     share_m = share_s = None
     ln_d = math.log(spread)
-    if ln_d > 0 and fast.mal and slow.mal and fast.step_rate and slow.step_rate:
-        share_m = math.log(fast.mal / slow.mal) / ln_d
+    tps = {id(r): s.median("tokens_per_step") for r, s in zip(rows, sides, strict=True)}
+    fa, sa, metric = fast.mal, slow.mal, "MAL"
+    if not (fa and sa) and tps[id(fast)] and tps[id(slow)]:
+        fa, sa, metric = tps[id(fast)], tps[id(slow)], "tokens per step"
+    if ln_d > 0 and fa and sa and fast.step_rate and slow.step_rate:
+        share_m = math.log(fa / sa) / ln_d
         share_s = math.log(fast.step_rate / slow.step_rate) / ln_d
-    return Matrix(rows, spread, fast.caliber_ref, slow.caliber_ref, share_m, share_s, sim)
+    return Matrix(rows, spread, fast.caliber_ref, slow.caliber_ref, share_m, share_s, sim,
+                  metric)
 
 
 def render_matrix(m: Matrix) -> str:

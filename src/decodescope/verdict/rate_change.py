@@ -33,22 +33,30 @@ class Decomposition:
     residual: float | None  # 1 − share_mal − share_step
     basis: str  # "per-unit geometric means" | "pooled engine counts"
     acceptance_metric: str = "MAL"  # "tokens per step" when both sides have it (exact identity)
+    # The component that carries the decode change (`carrier`): the largest share of the log
+    # change, significant and beyond the minimum effect; None when no component does (the
+    # decode rate did not change, or its largest mover is within noise).
+    carried_by: str | None = None
 
     @property
     def split_known(self) -> bool:
         return self.log_mal is not None and self.log_step is not None
 
     def describe(self) -> str:
-        if not self.split_known:
-            return "split unknown: needs engine MAL and step rate on both sides"
+        if not self.split_known:  # name only what is missing (MAL may be known: 1, no drafts)
+            missing = [n for n, v in ((self.acceptance_metric, self.log_mal),
+                                      ("step rate", self.log_step)) if v is None]
+            return f"split unknown: needs the engine's {' and '.join(missing)} on both sides"
         if self.share_mal is None or self.share_step is None:
             return (f"no delta to split (ln D₂/D₁ = {self.log_decode:+.3f}); "
                     f"ln M₂/M₁ = {self.log_mal:+.3f}, ln S₂/S₁ = {self.log_step:+.3f}")
-        name = "MAL" if self.acceptance_metric == "MAL" else f"MAL ({self.acceptance_metric})"
-        return (f"{name} carries {share(self.share_mal)} of the log-delta, step rate "
-                f"{share(self.share_step)}"
-                + (f", unexplained {share(self.residual)}" if self.residual is not None
-                   and abs(self.residual) >= 0.05 else ""))
+        shares = (f"{self.acceptance_metric} {share(self.share_mal)} of the log-delta, step "
+                  f"rate {share(self.share_step)}"
+                  + (f", unexplained {share(self.residual)}" if self.residual is not None
+                     and abs(self.residual) >= 0.05 else ""))
+        if self.carried_by is not None:
+            return f"{self.carried_by} carries it: {shares}"
+        return f"{shares}; no component carries it beyond noise"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -60,29 +68,74 @@ def share(x: float) -> str:
     return f"{0 if v == 0 else v}%".replace("-", "−")
 
 
+def carrier(d: Change, parts: list[tuple[str, Change]]) -> str | None:
+    """The component that carries the decode change d: of the components with a log change,
+    the one with the largest |log change| (so the largest share of ln D₂/D₁) — and only when
+    it moved in the decode rate's direction, beyond its minimum effect, and is significant
+    after Holm's correction over the components. A component that is second largest never
+    carries; a largest one within noise means none does (the split is then not known)."""
+    from decodescope.verdict.stats import holm
+
+    if not d.changed or not parts:
+        return None
+    rejects = holm([x.p_value for _, x in parts])
+    sign = 1.0 if (d.rel or 0.0) > 0 else -1.0
+    moved = [(abs(x.log_ratio), name, x, rej) for (name, x), rej in zip(parts, rejects, strict=True)
+             if x.log_ratio is not None]
+    if not moved:
+        return None
+    _, name, x, rej = max(moved, key=lambda m: m[0])
+    lr = x.log_ratio or 0.0
+    if not rej or abs(x.rel or 0.0) < x.min_effect or lr * sign <= 0:
+        return None
+    return name
+
+
 def decompose(b: Side, c: Side, changes: dict[str, Change]) -> Decomposition | None:
     d, s = changes["decode"], changes["step_rate"]
     tps = changes.get("tokens_per_step")
+    # Tokens per step is the exact acceptance factor (D = S × tokens per step); it stands in
+    # for MAL where steps without a draft make them differ, and where a side has no MAL at all
+    # because it did not draft (speculation off: MAL 1 by definition, one token per step), so
+    # the split is known, never "needs engine MAL".
     use_tps = (tps is not None and tps.baseline is not None and tps.current is not None
-               and coverage_differs(b, c))
+               and (coverage_differs(b, c) or changes["mal"].status == "no_data"))
     m = tps if (use_tps and tps is not None) else changes["mal"]
     metric = "tokens per step" if use_tps else "MAL"
     if d.baseline is None or d.current is None:
         return None
+    d_b, d_c = d.baseline, d.current
     log_d = math.log(d.current / d.baseline)
     log_m, log_s = _log(m.baseline, m.current), _log(s.baseline, s.current)
     basis = "per-unit geometric means"
     if log_m is None or log_s is None:
-        pm = _log(b.median("mal"), c.median("mal"))
-        ps = _log(b.median("step_rate"), c.median("step_rate"))
+        # Pooled engine counts on both sides, all three factors from one statistic and one
+        # source (the engine's pooled decode = pooled step rate × pooled tokens per step),
+        # and the acceptance factor the split names (never MAL under a T label).
+        key = "tokens_per_step" if use_tps else "mal"
+        pm = _log(_pooled(b, key), _pooled(c, key))
+        ps = _log(_pooled(b, "step_rate"), _pooled(c, "step_rate"))
+        pd_b, pd_c = _pooled(b, "decode_rate_per_request"), _pooled(c, "decode_rate_per_request")
         if pm is not None and ps is not None:
             log_m, log_s, basis = pm, ps, "pooled engine counts"
+            if pd_b and pd_c:
+                d_b, d_c, log_d = pd_b, pd_c, math.log(pd_c / pd_b)
+                basis += f" (engine decode {pd_b:.1f} → {pd_c:.1f} tok/s)"
     share_m = share_s = residual = None
     if log_m is not None and log_s is not None and abs(log_d) >= th.MIN_LOG_DELTA_FOR_SHARES:
         share_m, share_s = log_m / log_d, log_s / log_d
         residual = 1.0 - share_m - share_s
-    return Decomposition(d.baseline, d.current, log_d, log_s, log_m, share_m, share_s, residual,
-                         basis, metric)
+    parts = [(n, x) for n, x in ((metric, m), ("step rate", s)) if x.status != "no_data"]
+    return Decomposition(d_b, d_c, log_d, log_s, log_m, share_m, share_s, residual,
+                         basis, metric, carrier(d, parts))
+
+
+def _pooled(side: Side, key: str) -> float | None:
+    """The side's pooled engine count for key, else its median (a side without pools)."""
+    v = (side.pooled or {}).get(key)
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return float(v)
+    return side.median("engine_decode_rate" if key == "decode_rate_per_request" else key)
 
 
 def _log(a: float | None, b: float | None) -> float | None:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from decodescope.records.evidence import render_rows
-from decodescope.verdict.bands import describe
+from decodescope.verdict.decide import spec_state
+from decodescope.verdict.reported import comparison_quantities
 from decodescope.verdict.side_values import Side, coverage_differs
 from decodescope.verdict.triage import Verdict
 from decodescope.verdict.types import fmt_num
@@ -21,7 +22,7 @@ def decode_cell(side: Side, key: str) -> str:
         return "—"
     text = f"{med:.1f} median"
     if span and len(side.values(key)) > 1:
-        text += f" / {span[1]:.1f} peak"
+        text += f" / best {side.unit_name} {span[1]:.1f}"
     return text
 
 
@@ -34,15 +35,42 @@ def units_cell(side: Side) -> str:
 
 
 def side_rows(v: Verdict) -> list[tuple[str, str, str]]:
+    """Baseline beside current. Every number is the verdict's Quantity record (the geometric
+    mean the change compares, named), so the table shows what the headline's arrow shows."""
     b, c = v.baseline, v.current
+    qs = v.quantities or comparison_quantities(b, c, v.decode_source)
 
-    def mal_cell(side: Side) -> str:
-        med = side.median("mal")
+    def rate(key: str, i: int, side: Side) -> str:
+        q = qs[key][i]
+        if q.value is None:
+            return "—"
+        span = side.span("engine_decode_rate" if key == "engine_decode_rate" else "decode_rate")
+        text = q.cell()
+        if span and q.statistic == "geometric mean" and q.n > 1:
+            text += f" / best {side.unit_name} {span[1]:.1f}"
+        if qs["decode_rate"][i].source == q.source:
+            text += "  ← decides"
+        return text
+
+    off = spec_state(b, c)  # one side without drafts: MAL 1 by definition there
+
+    def mal_cell(i: int, side: Side) -> str:
+        q = qs["mal"][i]
+        if q.value is None:
+            return "1 by definition (no drafts)" if off == ("off" if i else "on") else "—"
+        band = v.bands[i]
+        text = q.cell()
+        if band is not None:
+            text += f" ({band.name}, {band.range_text})"
+        elif side.drafts_every_step is False:
+            text += " (drafted steps only)"
         span = side.span("mal")
-        text = describe(med, v.band_table) if med is not None else "—"
         if span and span[0] != span[1]:
             text += f"  [{span[0]:.2f}–{span[1]:.2f}]"
         return text
+
+    def plain(key: str, i: int) -> str:
+        return qs[key][i].cell()
 
     rows = [
         ("", b.name, c.name),
@@ -50,16 +78,16 @@ def side_rows(v: Verdict) -> list[tuple[str, str, str]]:
         ("caliber", _cal(b), _cal(c)),
     ]
     if b.values("engine_decode_rate") or c.values("engine_decode_rate"):
-        rows.append(("decode (engine)", decode_cell(b, "engine_decode_rate"),
-                     decode_cell(c, "engine_decode_rate")))
+        rows.append(("decode (engine)", rate("engine_decode_rate", 0, b),
+                     rate("engine_decode_rate", 1, c)))
     if b.values("decode_rate") or c.values("decode_rate"):
-        rows.append(("decode (client)", decode_cell(b, "decode_rate"), decode_cell(c, "decode_rate")))
-    rows.append(("MAL", mal_cell(b), mal_cell(c)))
-    if coverage_differs(b, c):
-        rows.append(("tokens per step", _f(b.median("tokens_per_step"), "{:.2f}"),
-                     _f(c.median("tokens_per_step"), "{:.2f}")))
+        rows.append(("decode (client)", rate("client_decode_rate", 0, b),
+                     rate("client_decode_rate", 1, c)))
+    rows.append(("MAL", mal_cell(0, b), mal_cell(1, c)))
+    if coverage_differs(b, c) or off is not None:
+        rows.append(("tokens per step", plain("tokens_per_step", 0), plain("tokens_per_step", 1)))
     rows += [
-        ("step rate", _f(b.median("step_rate"), "{:.1f} /s"), _f(c.median("step_rate"), "{:.1f} /s")),
+        ("step rate", plain("step_rate", 0), plain("step_rate", 1)),
     ]
     if b.median("running") is not None or c.median("running") is not None:
         rows.append(("running requests", fmt_num(b.median("running")),
@@ -72,7 +100,10 @@ def side_rows(v: Verdict) -> list[tuple[str, str, str]]:
 def _cal(side: Side) -> str:
     if side.caliber_ref:
         return f"{side.caliber_ref} ({side.caliber_identity})"
-    return "unknown (engine log)" if side.kind == "log" else "unknown"
+    if side.kind == "log":
+        return ("unknown (Prometheus window)" if side.source.startswith("prometheus")
+                else "unknown (engine log)")
+    return "unknown"
 
 
 def render_text(v: Verdict) -> str:

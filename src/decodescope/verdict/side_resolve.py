@@ -15,11 +15,14 @@ from decodescope.store import runs as store_runs
 from decodescope.store.db import Store
 from decodescope.verdict.side_values import Side, side_from_runs, side_from_windows
 
-SELECTOR_HELP = ("a run id (42), `last`, a run label key=value, a baseline name, or an engine "
-                 "log window FILE@START..END (e.g. engine.log@23:30..23:45)")
+SELECTOR_HELP = ("a run id (42), `last`, a run label key=value, a baseline name, an engine "
+                 "log window FILE@START..END (e.g. engine.log@23:30..23:45), or a Prometheus "
+                 "window prom+http://HOST:9090/?job=vllm@23:00..23:30 (prom:?job=vllm@... "
+                 "with --prometheus URL)")
 
 
 def is_log_selector(selector: str) -> bool:
+    """A side that needs no run store: a log window or a Prometheus window."""
     path, at, rng = selector.rpartition("@")
     return bool(at and path and ".." in rng)
 
@@ -41,7 +44,14 @@ def load_run(store: Store, run_id: int) -> StoredRun:
 
 
 def resolve_side(selector: str, *, store: Store | None, engine: str | None = None,
-                 year: int | None = None) -> Side:
+                 year: int | None = None, prometheus: str | None = None) -> Side:
+    from decodescope.telemetry.prom_history import is_prom_selector
+
+    if is_prom_selector(selector):
+        from decodescope.verdict.prom_side import load_prom_side
+
+        return dataclasses.replace(load_prom_side(selector, engine=engine, server=prometheus),
+                                   selector=selector)
     side = _resolve_side(selector, store=store, engine=engine, year=year)
     side = dataclasses.replace(side, selector=selector)
     if side.caliber is not None and side.caliber_path is None and not _builtin(side.caliber_ref):

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
+from decodescope.analysis.decay import decay_pct
 from decodescope.analysis.decompose import pool
 from decodescope.caliber.spec import Caliber
 from decodescope.records.stored_run import StoredRun
@@ -84,6 +85,10 @@ class Side:
     caliber_missed: str | None = None
     selector: str | None = None  # what the user typed for this side (for runnable next steps)
     caliber_path: str | None = None  # the caliber's .toml file, when it came from a file
+    # Caliber elements by name (None: unknown) and the peer tool, for a run imported from a
+    # peer's result file and the run compared with it (verdict/imported.py).
+    elements: dict[str, str | None] | None = None
+    imported_from: str | None = None
 
     @property
     def speculative(self) -> bool | None:
@@ -109,6 +114,46 @@ class Side:
             v = self.pooled.get("decode_rate_per_request")
             return float(v) if v is not None else None
         return None
+
+    def typical(self, metric: str) -> float | None:
+        """The side's number for a metric as a comparison shows it: the geometric mean of the
+        per-unit values (the statistic the change's percent compares, verdict.stats), else
+        the pooled engine count (no per-unit values); None without either."""
+        vs = [v for v in self.values(metric) if math.isfinite(v) and v > 0]
+        if vs:
+            return math.exp(statistics.fmean(math.log(v) for v in vs))
+        return self.median(metric) if not self.values(metric) else None
+
+    def typical_statistic(self, metric: str) -> str:
+        """records.quantity's name of the statistic `typical` used."""
+        return "geometric mean" if self.values(metric) else "pooled counts"
+
+    @property
+    def coverage(self) -> float | None:
+        """Drafted steps / steps on this side: the log's, else the pooled engine counts', else
+        from the identity (tokens per step − 1) / (MAL − 1) = drafts / steps."""
+        if self.draft_coverage is not None:
+            return self.draft_coverage
+        v = (self.pooled or {}).get("draft_coverage")
+        if isinstance(v, (int, float)):
+            return float(v)
+        tps, mal = self.median("tokens_per_step"), self.median("mal")
+        if tps is not None and mal is not None and mal > 1.0 + 1e-9:
+            return (tps - 1.0) / (mal - 1.0)
+        return None
+
+    @property
+    def drafts_every_step(self) -> bool | None:
+        """True: every step drafts (MTP, EAGLE: MAL is the content signal, and MAL bands
+        apply); False: n-gram / suffix / lookup drafting, which drafts only where it finds a
+        match (content shows in tokens per step and the drafted share); None: unknown or
+        speculative decoding off."""
+        if self.spec_method == "off":
+            return None
+        if self.every_step_drafts is not None:
+            return self.every_step_drafts
+        cov = self.coverage
+        return None if cov is None else cov >= th.FULL_DRAFT_COVERAGE
 
     def span(self, metric: str) -> tuple[float, float] | None:
         vs = self.values(metric)
@@ -145,6 +190,7 @@ class Side:
             "caliber_asserted": self.caliber_asserted, "selector": self.selector,
             "caliber_path": self.caliber_path,
             "stalls": self.stalls, "caliber_missed": self.caliber_missed,
+            "elements": self.elements, "imported_from": self.imported_from,
             "median": {m: self.median(m) for m in METRICS},
         }
 
@@ -209,6 +255,11 @@ def side_from_runs(runs: Sequence[StoredRun], name: str | None = None) -> Side:
     when = _fmt_epoch(first.created_at)
     lab = ", ".join(f"{k}={v}" for k, v in first.labels.items())
     source = f"{label}: probe, {when}" + (f", label {lab}" if lab else "")
+    from decodescope.verdict.imported import imported_label, run_elements
+
+    imported = imported_label(first)  # a peer's result file (store/peer_import.py)
+    if imported:
+        source = f"{label}: imported from {imported}, {when}" + (f", label {lab}" if lab else "")
     if first.simulated:
         source += " [SIMULATED]"
     return Side(
@@ -220,7 +271,8 @@ def side_from_runs(runs: Sequence[StoredRun], name: str | None = None) -> Side:
         t_end_s=max((r.finished_at or r.created_at) for r in runs), pooled=pooled,
         length_decay_pct=statistics.fmean(decays) if decays else None, run_ids=ids,
         notes=tuple(notes), stalls=stalls, caliber_missed="; ".join(missed) or None,
-        caliber_path=cpath,
+        caliber_path=cpath, elements=run_elements(first) if len(runs) == 1 else None,
+        imported_from=imported,
     )
 
 
@@ -291,10 +343,7 @@ def _concurrency(run: StoredRun) -> int | None:
 
 
 def _decay(res: dict[str, Any]) -> float | None:
-    d = res.get("length_decay")
-    if isinstance(d, dict):
-        return _num(d.get("per_1k_pct"))
-    return None
+    return decay_pct(res.get("length_decay"))  # None below its minimum output length
 
 
 def _num(v: Any) -> float | None:

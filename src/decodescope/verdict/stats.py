@@ -110,11 +110,15 @@ def t_quantile(p: float, df: float) -> float:
     return t
 
 
-def welch_df(v1: float, n1: int, v2: float, n2: int, known: float = 0.0) -> float | None:
-    """Welch–Satterthwaite degrees of freedom; None when both variances are 0. `known` is a
-    variance term taken as exact (infinite degrees of freedom): it adds to the numerator only."""
+def welch_df(v1: float, n1: int, v2: float, n2: int, known: float = 0.0,
+             known_df: float | None = None) -> float | None:
+    """Welch–Satterthwaite degrees of freedom; None when all variance terms are exact. `known`
+    is a variance term with `known_df` degrees of freedom (None: exact, infinite df: it adds to
+    the numerator only) — a between-run spread learned from k runs has k − 1."""
     a, b = v1 / n1, v2 / n2
     den = (a * a / (n1 - 1) if a else 0.0) + (b * b / (n2 - 1) if b else 0.0)
+    if known and known_df:
+        den += known * known / known_df
     if den == 0.0:
         return None
     return (a + b + known) ** 2 / den
@@ -206,10 +210,12 @@ def positive(values: Sequence[float | None]) -> list[float]:
 
 def relative_change(metric: str, baseline: Sequence[float | None], current: Sequence[float | None],
                     *, min_effect: float = th.MIN_EFFECT, confidence: float = th.CONFIDENCE,
-                    max_half_width: float = th.MAX_CI_HALF_WIDTH, run_sd: float = 0.0) -> Change:
+                    max_half_width: float = th.MAX_CI_HALF_WIDTH, run_sd: float = 0.0,
+                    run_sd_df: float | None = None) -> Change:
     """`run_sd` is the between-run spread (relative sd of a run's mean) that the trials of one
     run cannot show: they share the run's machine state. It adds 2·run_sd² to the variance of
-    the log difference (a known component: no degrees of freedom of its own)."""
+    the log difference: a known component (no degrees of freedom of its own) unless
+    `run_sd_df` gives the degrees of freedom it was estimated with (verdict/run_spread.py)."""
     xs, ys = positive(baseline), positive(current)
     n1, n2 = len(xs), len(ys)
     if n1 < th.MIN_UNITS or n2 < th.MIN_UNITS:
@@ -224,7 +230,7 @@ def relative_change(metric: str, baseline: Sequence[float | None], current: Sequ
     diff = m2 - m1
     known = 2.0 * run_sd * run_sd
     se = math.sqrt(v1 / n1 + v2 / n2 + known)
-    df = welch_df(v1, n1, v2, n2, known)
+    df = welch_df(v1, n1, v2, n2, known, run_sd_df)
     if df is None and known == 0.0:  # both sides constant: the interval is the point
         lo_l = hi_l = diff
         p = 1.0 if abs(diff) <= _ZERO else 0.0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from decodescope.analysis.contamination import CONTAMINATION_MARGIN
+from decodescope.analysis.decay import MIN_DECAY_OUTPUT_TOKENS
 
 # -- statistics --------------------------------------------------------------------------------
 CONFIDENCE = 0.95  # two-sided confidence level of every interval a verdict prints
@@ -23,6 +24,28 @@ MAX_TRIALS_SUGGESTED = 1000  # "≥ N trials" beyond this is reported as "more t
 # dedicated server; `triage --run-spread` sets it for a shared or noisy host, and
 # bench/bench_run_noise.py measures it on the machine at hand (docs/methodology.md §5).
 RUN_TO_RUN_SD = 0.01
+# The spread is learned from the store (verdict/run_spread.py): repeated runs of one caliber on
+# one stack. Below MIN_SPREAD_RUNS runs the estimate (k − 1 degrees of freedom: a 95 % interval
+# of about 0.6–2.9 × itself at 4) is too thin, and triage of stored runs falls back to a
+# conservative prior: PRIOR_RUN_SD, the between-run sd measured for demo-code-rewrite on an
+# NVIDIA H200 (7.1 %, 10 runs × 5 trials; /shared run-noise measurements), the largest
+# measured for a greedy caliber — this 2-core CPU host measured 3.8 %. The newest
+# MAX_SPREAD_RUNS runs of a stack count (older ones may predate a change of the host).
+MIN_SPREAD_RUNS = 5
+MAX_SPREAD_RUNS = 30
+PRIOR_RUN_SD = 0.07
+PRIOR_RUN_SD_BASIS = ("the between-run sd measured for demo-code-rewrite on an NVIDIA H200 "
+                      "(10 runs × 5 trials)")
+# Interleaved A/B (`decodescope ab`, verdict/ab.py): a group-sequential paired test. AB_LOOKS
+# looks, geometrically spaced from AB_MIN_PAIRS to AB_MAX_PAIRS pairs (6, 9, 13, 19, 27, 40:
+# few looks, since each one costs power under Bonferroni); each look's
+# interval is a Student t interval at level 1 − α/K for K looks (Bonferroni), so the chance of
+# any false "beyond noise" over all looks is at most α whatever the stopping. It never decides
+# on fewer than AB_MIN_PAIRS pairs: the pair sd itself needs a few pairs to be estimated.
+AB_ALPHA = 0.05
+AB_MIN_PAIRS = 6
+AB_MAX_PAIRS = 40
+AB_LOOKS = 6
 # Stalls decide a verdict only when they recur: in at least this many units of the side that
 # has more of them, and in most of its units. One pause in one trial (the host descheduled
 # the server for 80 ms while the probe ran) is a note with "rerun", not a REGRESSION: a test
@@ -64,3 +87,8 @@ FLOOR_BELOW_BAND = 0.06
 # Length decay (% per 1K output tokens) differing from the baseline runs' by more than this many
 # percentage points is reported: decay is a stack property (the seed: NVFP4 flat, AWQ decays).
 LENGTH_DECAY_DELTA_PP = 3.0
+# Length decay is stated only for outputs of at least this many tokens per request (median):
+# a slope per 1K tokens fitted over a shorter output extrapolates its content's wobble by
+# 1000 / length (384-token outputs read "+128 … +148 % per 1K" on a real H200, issue 21);
+# below it the figure is withheld with this reason (analysis.decay, docs/methodology.md).
+MIN_LENGTH_DECAY_OUTPUT_TOKENS = MIN_DECAY_OUTPUT_TOKENS

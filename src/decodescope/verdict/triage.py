@@ -14,11 +14,14 @@ from typing import Any
 
 from decodescope.caliber.spec import element_table
 from decodescope.records.evidence import EvidenceRow
+from decodescope.records.quantity import Quantity
 from decodescope.verdict import thresholds as th
-from decodescope.verdict.bands import DEFAULT_BANDS, Band, classify
-from decodescope.verdict.decide import Decision, decide
+from decodescope.verdict.bands import DEFAULT_BANDS, Band, content_band
+from decodescope.verdict.decide import Decision, decide, spec_state
 from decodescope.verdict.evidence_chain import evidence_rows
 from decodescope.verdict.rate_change import Decomposition, decompose
+from decodescope.verdict.reported import comparison_quantities
+from decodescope.verdict.reported import to_dict as quantities_dict
 from decodescope.verdict.side_values import Side
 from decodescope.verdict.stats import Change, pct, relative_change
 from decodescope.verdict.types import (
@@ -39,7 +42,7 @@ class Verdict:
     explanation: tuple[str, ...]  # two or three lines under the headline
     baseline: Side
     current: Side
-    decode_source: str  # "engine" | "client" | "mixed (…)"
+    decode_source: str  # "engine" | "client" | "mixed (…)": decided once, in _decode_change
     changes: dict[str, Change]  # decode, mal, tokens_per_step, step_rate
     decomposition: Decomposition | None
     caliber: CaliberComparison
@@ -50,6 +53,10 @@ class Verdict:
     trials_needed: int | None = None
     notes: tuple[str, ...] = field(default=())
     band_table: tuple[Band, ...] = DEFAULT_BANDS
+    decode_reason: str = ""  # why decode_source decides
+    # verdict.reported: each side's reported numbers (decode rate, MAL, tokens per step, step
+    # rate) as Quantity records; every renderer shows these
+    quantities: dict[str, tuple[Quantity, Quantity]] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -68,6 +75,8 @@ class Verdict:
             "explanation": list(self.explanation),
             "baseline": self.baseline.to_dict(), "current": self.current.to_dict(),
             "decode_source": self.decode_source,
+            "deciding": {"source": self.decode_source, "reason": self.decode_reason},
+            "quantities": quantities_dict(self.quantities),
             "changes": {k: v.to_dict() for k, v in self.changes.items()},
             "decomposition": self.decomposition.to_dict() if self.decomposition else None,
             "caliber": {"same": self.caliber.same, "text": self.caliber.text,
@@ -82,11 +91,13 @@ class Verdict:
 
 def triage(baseline: Side, current: Side, *, min_effect: float = th.MIN_EFFECT,
            bands: Sequence[Band] = DEFAULT_BANDS, assume_same_caliber: bool = False,
-           run_spread: float = th.RUN_TO_RUN_SD) -> Verdict:
-    """`run_spread` (th.RUN_TO_RUN_SD) widens the rate comparisons by the between-run spread;
+           run_spread: float = th.RUN_TO_RUN_SD, run_spread_df: float | None = None) -> Verdict:
+    """`run_spread` (th.RUN_TO_RUN_SD) widens the rate comparisons by the between-run spread
+    (per side; `run_spread_df`: its degrees of freedom when learned, verdict/run_spread.py);
     MAL and tokens per step are counts of the engine's own accept decisions, which the
     machine's speed does not move: they keep their within-run intervals."""
-    decode_source, decode = _decode_change(baseline, current, min_effect, run_spread)
+    decode_source, decode, decode_reason = _decode_change(baseline, current, min_effect,
+                                                          run_spread, run_spread_df)
     changes = {
         "decode": decode,
         "mal": relative_change("MAL", baseline.values("mal"), current.values("mal"),
@@ -96,11 +107,16 @@ def triage(baseline: Side, current: Side, *, min_effect: float = th.MIN_EFFECT,
                                            min_effect=min_effect),
         "step_rate": relative_change("step rate", baseline.values("step_rate"),
                                      current.values("step_rate"), min_effect=min_effect,
-                                     run_sd=run_spread),
+                                     run_sd=run_spread, run_sd_df=run_spread_df),
     }
     dec = decompose(baseline, current, changes)
-    band_b = classify(baseline.median("mal"), bands)
-    band_c = classify(current.median("mal"), bands)
+    band_b = content_band(baseline.typical("mal"), baseline.drafts_every_step, bands)
+    band_c = content_band(current.typical("mal"), current.drafts_every_step, bands)
+    if spec_state(baseline, current) is None and False in (baseline.drafts_every_step,
+                                                           current.drafts_every_step):
+        # The pair's content is read from tokens per step (evidence_chain._content_from_steps,
+        # which says the bands do not apply): no side is labelled with a band either.
+        band_b = band_c = None
     cal = compare_calibers(baseline, current, bands)
     decision = _decide(baseline, current, changes, cal, min_effect=min_effect,
                        assume_same_caliber=assume_same_caliber)
@@ -114,6 +130,8 @@ def triage(baseline: Side, current: Side, *, min_effect: float = th.MIN_EFFECT,
         caliber=cal, bands=(band_b, band_c), evidence=tuple(evidence_rows(ctx)),
         next_steps=tuple(next_steps(ctx)), min_effect=min_effect, trials_needed=needed,
         notes=baseline.notes + current.notes + decision.notes, band_table=tuple(bands),
+        decode_reason=decode_reason,
+        quantities=comparison_quantities(baseline, current, decode_source),
     )
 
 
@@ -121,35 +139,51 @@ def triage(baseline: Side, current: Side, *, min_effect: float = th.MIN_EFFECT,
 CLIENT_NARROWER = "client (engine interval too wide)"
 
 
-def _decode_change(b: Side, c: Side, min_effect: float, run_sd: float) -> tuple[str, Change]:
-    """Engine numbers decide when both sides have them; else the client's; else mixed."""
+def _decode_change(b: Side, c: Side, min_effect: float, run_sd: float,
+                   run_sd_df: float | None = None) -> tuple[str, Change, str]:
+    """(source, change, why): engine numbers decide when both sides have them; else the
+    client's; else mixed. Decided once here; every output of the verdict names this one."""
     eb, ec = b.values("engine_decode_rate"), c.values("engine_decode_rate")
     cb, cc = b.values("decode_rate"), c.values("decode_rate")
     n = th.MIN_UNITS
     if len(eb) >= n and len(ec) >= n:
-        engine = relative_change("decode rate", eb, ec, min_effect=min_effect, run_sd=run_sd)
+        engine = relative_change("decode rate", eb, ec, min_effect=min_effect, run_sd=run_sd,
+                                 run_sd_df=run_sd_df)
+        why = (f"both sides have engine decode rates ({len(eb)} and {len(ec)} "
+               f"{b.unit_name}s): the engine counts tokens where they are made, on its own clock")
         if engine.status != "undecidable" or len(cb) < n or len(cc) < n:
-            return "engine", engine
-        client = relative_change("decode rate", cb, cc, min_effect=min_effect, run_sd=run_sd)
+            return "engine", engine, why
+        client = relative_change("decode rate", cb, cc, min_effect=min_effect, run_sd=run_sd,
+                                 run_sd_df=run_sd_df)
         # Both measure the same decode rate. When the engine's interval is too wide to decide
         # (few usable spans, one coarse one) and holds the client's estimate, the two agree
         # and the client's narrower interval decides; otherwise the engine's stands.
         if (client.status != "undecidable" and client.rel is not None
                 and engine.ci_lo is not None and engine.ci_hi is not None
                 and engine.ci_lo <= client.rel <= engine.ci_hi):
-            return CLIENT_NARROWER, client
-        return "engine", engine
+            return CLIENT_NARROWER, client, (
+                "the engine's interval is too wide to decide and holds the client's estimate: "
+                "the client's narrower interval decides")
+        return "engine", engine, why
+    short = [f"{x.name} has {len(v)}" for x, v in ((b, eb), (c, ec)) if len(v) < n]
     if len(cb) >= n and len(cc) >= n:
         return "client", relative_change("decode rate", cb, cc, min_effect=min_effect,
-                                         run_sd=run_sd)
+                                         run_sd=run_sd, run_sd_df=run_sd_df), (
+            f"engine decode rates on fewer than {n} units ({'; '.join(short)}): withheld, "
+            "suspended or not measured, so the client's decide")
     xb, sb = (eb, "engine") if len(eb) >= len(cb) else (cb, "client")
     xc, sc = (ec, "engine") if len(ec) >= len(cc) else (cc, "client")
     source = sb if sb == sc else f"mixed ({sb} baseline, {sc} current)"
     return source, relative_change("decode rate", xb, xc, min_effect=min_effect,
-                                   run_sd=run_sd)
+                                   run_sd=run_sd, run_sd_df=run_sd_df), (
+        "neither source has enough units on both sides: each side's better-covered source")
 
 
 def compare_calibers(b: Side, c: Side, bands: Sequence[Band] = DEFAULT_BANDS) -> CaliberComparison:
+    if b.imported_from or c.imported_from:  # a peer's result file: element by element
+        from decodescope.verdict.imported import compare_imported
+
+        return compare_imported(b, c)
     if b.caliber_identity and c.caliber_identity:
         rows: tuple[CaliberRow, ...] = ()
         if b.caliber is not None and c.caliber is not None:

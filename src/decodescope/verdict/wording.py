@@ -5,7 +5,8 @@ from __future__ import annotations
 import shlex
 
 from decodescope.verdict import thresholds as th
-from decodescope.verdict.rate_change import share
+from decodescope.verdict.advice import metrics_how, side_engine, spec_flags
+from decodescope.verdict.rate_change import Decomposition, share
 from decodescope.verdict.side_values import Side
 from decodescope.verdict.stats import Change, pct
 from decodescope.verdict.types import Context, acceptance
@@ -45,20 +46,36 @@ def _arrow(ctx: Context, metric: str, fmt: str = "{:.1f}") -> str:
     return f"{_n(b, fmt)} → {_n(c, fmt)}"
 
 
+def _windows(ctx: Context) -> str:
+    """What the window sides are: "log windows", "Prometheus windows", or both."""
+    kinds = dict.fromkeys("Prometheus" if s.name.startswith("prom") else "log"
+                          for s in (ctx.baseline, ctx.current) if s.kind != "run")
+    return " and ".join(kinds or ["log"]) + " windows"
+
+
 def _where(ctx: Context) -> str:
     """How the caliber was established, for a REGRESSION / IMPROVEMENT headline."""
     b, c = ctx.baseline, ctx.current
     if not ctx.caliber.same:
-        return "(caliber unknown: log windows)"
+        return f"(caliber unknown: {_windows(ctx)})"
     if b.caliber_identity and c.caliber_identity:
         return "at the same caliber"
     if b.caliber_asserted and c.caliber_asserted:
-        return "(caliber asserted with --assume-same-caliber; log windows)"
-    return "(same MAL band; log windows)"
+        return f"(caliber asserted with --assume-same-caliber; {_windows(ctx)})"
+    return f"(same MAL band; {_windows(ctx)})"
 
 
 def _dir(x: Change) -> str:
     return "down" if (x.rel or 0.0) < 0 else "up"
+
+
+def _delta_of(dec: Decomposition) -> str:
+    """Which log-delta a share is of: the headline's decode change, or — a split over the
+    engine's pooled counts — the engine's pooled decode change, said with its numbers."""
+    if dec.basis.startswith("pooled engine counts (engine decode"):
+        return (f"engine's pooled log-delta, {dec.decode_baseline:.1f} → "
+                f"{dec.decode_current:.1f} tok/s")
+    return "log-delta"
 
 
 def headline(ctx: Context) -> tuple[str, list[str]]:
@@ -66,9 +83,12 @@ def headline(ctx: Context) -> tuple[str, list[str]]:
     dec = ctx.decomposition
     lines: list[str] = []
     drop = "drop" if (d.rel or 0.0) < 0 else "rise"
-    step_line = (f"step rate {_arrow(ctx, 'step_rate')} steps/s: {s.describe()}."
-                 if s.status != "no_data" else
-                 "step rate unknown: needs engine numbers (drafts per second) on both sides.")
+    step_line = f"step rate {_arrow(ctx, 'step_rate')} steps/s: {s.describe()}."
+    if s.status == "no_data":  # the side table's numbers, and why no change is tested
+        known = [x.typical("step_rate") for x in (ctx.baseline, ctx.current)]
+        step_line = (f"step rate {_arrow(ctx, 'step_rate')} steps/s, not tested: {s.describe()}."
+                     if all(v is not None for v in known) else
+                     "step rate unknown: needs the engine's step counts on both sides.")
     if ctx.kind == "CALIBER_MISMATCH":
         if s.changed:
             head = (f"CALIBER MISMATCH — not like-for-like, and step rate is also {_dir(s)} "
@@ -79,23 +99,35 @@ def headline(ctx: Context) -> tuple[str, list[str]]:
             head = "NOT A REGRESSION — caliber mismatch." if (d.rel or 0) < 0 else \
                 "NOT AN IMPROVEMENT — caliber mismatch."
         if not d.changed and d.status != "no_data":
-            lines.append(f"Decode {_arrow(ctx, 'decode')} tok/s: {d.describe()}; MAL "
-                         f"{_arrow(ctx, 'mal', '{:.2f}')}.")
+            # the acceptance factor the split reads (tokens per step when not every step drafts)
+            name = dec.acceptance_metric if dec else "MAL"
+            key = "tokens_per_step" if name == "tokens per step" else "mal"
+            lines.append(f"Decode {_arrow(ctx, 'decode')} tok/s: {d.describe()}; {name} "
+                         f"{_arrow(ctx, key, '{:.2f}')}.")
         elif dec and dec.share_mal is not None:
+            # The acceptance factor of the split (MAL, or tokens per step when not every step
+            # drafts) is named as the split names it, and "carried by" only when it carries
+            # the change (rate_change.carrier: largest share and significant).
+            name = dec.acceptance_metric
+            key = "tokens_per_step" if name == "tokens per step" else "mal"
             against = s.changed and (dec.share_step or 0.0) < 0
             if dec.share_mal <= 0:
-                carried, other = "not carried by MAL", "; MAL moved the other way"
+                carried, other = f"not carried by {name}", f"; {name} moved the other way"
+            elif dec.carried_by != name:
+                carried, other = f"not carried by {name} beyond noise", ""
             else:
-                carried = ("more than carried by MAL" if against and dec.share_mal > 1.0
-                           else "carried by MAL" if dec.share_mal >= th.MAL_CARRIES_SHARE
-                           else "only partly carried by MAL")
+                carried = (f"more than carried by {name}" if against and dec.share_mal > 1.0
+                           else f"carried by {name}" if dec.share_mal >= th.MAL_CARRIES_SHARE
+                           else f"only partly carried by {name}")
                 other = "; step rate moved the other way" if against else ""
             lines.append(f"The {_arrow(ctx, 'decode')} tok/s {drop} ({pct(d.rel or 0.0)}) is "
-                         f"{carried} ({_arrow(ctx, 'mal', '{:.2f}')}, {share(dec.share_mal)} of the "
-                         f"log-delta{other});")
+                         f"{carried} ({_arrow(ctx, key, '{:.2f}')}, {share(dec.share_mal)} of the "
+                         f"{_delta_of(dec)}{other});")
         elif m.status != "no_data" or ctx.baseline.median("mal") is not None:
-            lines.append(f"Decode {_arrow(ctx, 'decode')} tok/s ({pct(d.rel or 0.0)}); MAL "
-                         f"{_arrow(ctx, 'mal', '{:.2f}')}.")
+            name = dec.acceptance_metric if dec else "MAL"
+            key = "tokens_per_step" if name == "tokens per step" else "mal"
+            lines.append(f"Decode {_arrow(ctx, 'decode')} tok/s ({pct(d.rel or 0.0)}); {name} "
+                         f"{_arrow(ctx, key, '{:.2f}')}.")
         else:
             lines.append(f"Decode {_arrow(ctx, 'decode')} tok/s ({pct(d.rel or 0.0)}); the "
                          "split into step rate × MAL is unknown without engine numbers.")
@@ -160,7 +192,7 @@ def headline(ctx: Context) -> tuple[str, list[str]]:
             lines.append("A run marked 'missed' (prompt or output too short, no reasoning, ...) "
                          "never gets a regular verdict; see `decodescope runs show` for why.")
         elif ctx.cause == "caliber unknown":
-            head = ("INCONCLUSIVE — caliber not established: the log windows do not show that "
+            head = (f"INCONCLUSIVE — caliber not established: the {_windows(ctx)} do not show that "
                     f"both sides were measured under one caliber (decode {pct(d.rel or 0.0)}).")
             lines.append(f"Calibers: {ctx.caliber.text}.")
         elif ctx.cause == "stalls within noise":
@@ -189,7 +221,8 @@ def headline(ctx: Context) -> tuple[str, list[str]]:
                              f"no number of {ctx.baseline.unit_name}s in one run (at most "
                              f"{th.MAX_TRIALS_SUGGESTED} counted) narrows the 95% CI to "
                              f"±{th.MAX_CI_HALF_WIDTH:.0%} given the observed spread and the "
-                             "host's between-run spread (--run-spread).")
+                             "between-run spread (the notes say how many runs per side, or "
+                             "interleaved A/B pairs, would).")
         if ctx.caliber.same is False:
             lines.append(f"Note: the calibers differ too ({ctx.caliber.text}).")
     return head, lines
@@ -254,6 +287,24 @@ def _fp_advice(ctx: Context) -> str:
             "default) to see what changed (launch cmdline, engine version, packages, GPU clocks).")
 
 
+def _flags_where(ctx: Context) -> str:
+    """Where the speculative-decoding options of the two launches can be compared: the
+    fingerprint diff's launch cmdline row only when both sides carry a fingerprint."""
+    b, c = ctx.baseline, ctx.current
+    if b.fingerprint and c.fingerprint:
+        return "the launch cmdline row of the evidence shows how they changed"
+    if b.kind == "log" or c.kind == "log":
+        return (f"{_windows(ctx)} carry no fingerprint: compare the two launches' command "
+                "lines")
+    missing = ", ".join(x.name for x in (b, c) if not x.fingerprint)
+    return (f"no fingerprint stored for {missing}: compare the two launch command lines, or probe "
+            "again with the fingerprint on (the default) to see them side by side")
+
+
+def _spec_options(ctx: Context) -> str:
+    return spec_flags(side_engine(x) for x in (ctx.baseline, ctx.current))
+
+
 def next_steps(ctx: Context) -> list[str]:
     out = _next_steps(ctx)
     hint = _caliber_hint(ctx)
@@ -295,20 +346,25 @@ def _next_steps(ctx: Context) -> list[str]:
                 "of other requests or host contention in the engine log at those times.",
                 f"  {probe} --trials {th.RECOMMENDED_TRIALS}   # re-measure to confirm"]
     if ctx.cause and ctx.cause.startswith("speculative decoding"):
-        return ["One side ran without speculative decoding: compare the launch command lines "
-                "(--speculative-config, draft model) in the fingerprint diff."]
+        return [f"One side ran without speculative decoding: compare {_spec_options(ctx)} in "
+                f"the two launches; {_flags_where(ctx)}."]
     if ctx.kind == "REGRESSION" and ctx.cause == "step rate":
         fp = _fp_advice(ctx)
         return ["The step rate fell at the same caliber: an engine, launch or hardware change.", fp,
                 f"  {probe} --trials {th.RECOMMENDED_TRIALS}   # re-measure to confirm"]
     if ctx.kind == "REGRESSION" and ctx.cause == "acceptance":
-        return ["MAL fell at the same caliber: compare the speculative-decoding settings (method, "
-                "draft model, number of speculative tokens) and the sampling defaults; the launch "
-                "cmdline row of the evidence shows flag changes.",
+        return [f"MAL fell at the same caliber: compare {_spec_options(ctx)} and the sampling "
+                f"defaults of the two launches; {_flags_where(ctx)}.",
                 f"  {probe} --trials {th.RECOMMENDED_TRIALS}   # re-measure to confirm"]
+    if ctx.kind in ("REGRESSION", "IMPROVEMENT") and ctx.cause == "decode rate" \
+            and ctx.decomposition is not None and ctx.decomposition.split_known:
+        return ["Step rate and MAL are known on both sides and neither moved beyond noise on "
+                "its own: more trials per side would show which one carries the change:",
+                f"  {probe} --trials {2 * th.RECOMMENDED_TRIALS}"]
     if ctx.kind in ("REGRESSION", "IMPROVEMENT") and ctx.cause == "decode rate":
+        how = metrics_how(side_engine(x) for x in (ctx.baseline, ctx.current))
         return ["Engine numbers would split this into step rate × MAL: probe with /metrics "
-                "reachable (or --log ENGINE_LOG) on both sides:",
+                f"reachable{f' ({how})' if how else ''} (or --log ENGINE_LOG) on both sides:",
                 f"  {probe} --trials {th.RECOMMENDED_TRIALS}"]
     if ctx.kind == "IMPROVEMENT":
         runs = ",".join(map(str, ctx.current.run_ids)) or "RUNS"
@@ -328,9 +384,9 @@ def _next_steps(ctx: Context) -> list[str]:
                 f"  {probe} --trials {th.RECOMMENDED_TRIALS}"]
     if ctx.kind == "INCONCLUSIVE" and ctx.cause == "noise" and not ctx.trials_needed:
         n = th.RECOMMENDED_TRIALS
-        return ["More trials of one run cannot decide it: probe each side again (interleaved, "
-                "on a quiet server) and compare the runs' spread; measure this host's "
-                "between-run spread with bench/bench_run_noise.py:",
+        return ["More trials of one run cannot decide it: compare the two live stacks "
+                "interleaved (decodescope ab URL_A URL_B --caliber C), or probe each side "
+                "again; learn this stack's between-run spread with decodescope spread:",
                 f"  {probe} --trials {n}"]
     n = ctx.trials_needed or th.RECOMMENDED_TRIALS
     return [f"Measure {n} or more trials on each side:", f"  {probe} --trials {n}"]

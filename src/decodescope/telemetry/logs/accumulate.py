@@ -1,27 +1,34 @@
 """Windows -> LogSummary, one window at a time, and `analyze_log` (the library entry).
 
 Idle windows (no tokens) and windows that may include an idle period do not enter the decode
-and step-rate figures. Memory: O(windows) floats for the medians (8 bytes per window and
-figure) and the most recent `max_windows` windows, never O(file size).
+and step-rate figures. Memory is bounded whatever the log's size: each figure is a
+figures.Figure (exact up to 131,072 values, then a log-bucket histogram: median and
+percentiles within 0.05 %), the most recent `max_windows` windows (0 = all: the one thing
+that grows, on request), the 20 longest idle gaps, 48 time bins.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from array import array
 from collections import deque
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
+from decodescope.records.findings import Finding
 from decodescope.records.summary import Summary, percentile
 from decodescope.records.window import EngineWindow
 from decodescope.telemetry.logs.bins import Binner
-from decodescope.telemetry.logs.log_summary import EngineSeen, IdleGap, LogSummary
+from decodescope.telemetry.logs.clock import Clock
+from decodescope.telemetry.logs.figures import EXACT_MAX, REL_ERROR, Figure
+from decodescope.telemetry.logs.log_summary import EngineSeen, IdleGap, LogSummary, RequestShape
 from decodescope.telemetry.logs.notes import notes_for
 from decodescope.telemetry.logs.parse_counts import ParseCounts
 from decodescope.telemetry.logs.pipeline import Selection, iter_windows
-from decodescope.telemetry.logs.reader import check_log_path, head_bytes
+from decodescope.telemetry.logs.reader import check_log_path, compression, head_bytes
 from decodescope.telemetry.logs.selectors import parse_time
 from decodescope.telemetry.logs.steps import FULL_COVERAGE, step_info
 
@@ -31,6 +38,14 @@ MAX_GAPS_KEPT = 20  # the largest idle gaps listed; all are counted
 MAX_WINDOWS_KEPT = 1000  # windows listed in the result (the most recent); all are summarized
 NOT_A_RATE = ("idle", "may_include_idle")  # flags that keep a window out of rate figures
 FAST_SUMMARY_MIN_N = 5000  # above this, summary_of skips Summary.of's exact-fraction stdev
+MAX_SHAPES = 12  # request shapes listed; requests of further shapes are counted together
+MOST_STEPS = 0.5  # a request that drafted on at least half its steps: "most steps drafted"
+OVERLAP_KEPT = 256  # recent requests kept to count how many ran at once
+# A whole read of a plain log this big tries the bulk read first (bulk_sglang.py: the same
+# summary, ~5x less CPU); below it numpy's import (~0.1 s) costs more than it saves.
+BULK_MIN_BYTES = 16 << 20
+BULK_PEEK_BYTES = 8 << 20  # ... and when a vLLM or SGLang stats line is in its first 8 MiB
+BULK_KEYWORDS = (b"Avg prompt throughput: ", b"Decode batch")
 
 
 class LogAccumulator:
@@ -38,8 +53,8 @@ class LogAccumulator:
 
     def __init__(self, max_windows: int = MAX_WINDOWS_KEPT) -> None:
         self.n = self.idle = 0
-        self._dec, self._dec_req = array("d"), array("d")
-        self._mal, self._step, self._run = array("d"), array("d"), array("d")
+        self._dec, self._dec_req = Figure(), Figure()
+        self._mal, self._step, self._run = Figure(), Figure(), Figure()
         self._t0: float | None = None
         self._t1: float | None = None
         self._acc = self._drafts = 0
@@ -56,9 +71,16 @@ class LogAccumulator:
         # Step-rate bookkeeping: windows whose step rate is unknown (drafts only, partial
         # coverage) or withheld (counts contradict), and drafts vs steps where both are known.
         self.step_unknown = self.step_withheld = self.partial_coverage = 0
+        self.zero_running = 0  # windows with drafts or tokens but 0 running: no step rate
+        self.intervals: dict[tuple[str, str | None, float], int] = {}  # (engine, id, s) -> n
         self._cov_drafts = self._cov_steps = 0.0
-        self._drafts_rate = array("d")
+        self._drafts_rate = Figure()
         self.spec: dict[str, Any] = {}
+        self._shapes: dict[tuple[int | None, str], _Shape] = {}
+        self._shapes_other = 0
+        self._spans: deque[tuple[float, float]] = deque(maxlen=OVERLAP_KEPT)
+        self._unsorted = 0  # neighbours in _spans whose ends are out of order
+        self._max_at_once: int | None = None
 
     def add(self, w: EngineWindow) -> None:
         self.n += 1
@@ -71,6 +93,10 @@ class LogAccumulator:
                 fc[f] = fc.get(f, 0) + 1
             rate_ok = not any(f in NOT_A_RATE for f in flags)
         key = (w.printed.get("pid"), w.engine_id, w.engine)
+        iv = w.printed.get("log_interval_s")
+        if iv is not None and not (flags and "interval_default" in flags):
+            ik = (w.engine, w.engine_id, iv)
+            self.intervals[ik] = self.intervals.get(ik, 0) + 1
         t1 = w.t_end_s
         if t1 is not None:
             t0 = w.t_start_s if w.t_start_s is not None else t1
@@ -107,14 +133,17 @@ class LogAccumulator:
             eng[4] = t1
         if mal is not None:
             self._mal.append(mal)
-        decode = step = None
+        decode = step = cov = tps = None
         running = w.running
         if rate_ok:
             decode = w.decode_rate
             info = step_info(w)
-            step = info.rate
+            step, cov, tps = info.rate, info.coverage, info.tokens_per_step
             if info.withheld:
                 self.step_withheld += 1
+            elif info.zero_running:
+                if "idle" not in flags:
+                    self.zero_running += 1
             elif step is None and w.drafts:
                 self.step_unknown += 1
             if info.coverage is not None and w.drafts:
@@ -136,6 +165,67 @@ class LogAccumulator:
             if running is not None:
                 self._run.append(running)
         self._bins.add(w.t_start_s, t1, w.engine_id, decode, acc, drafts, step, running, flags)
+        if "predicted_n" in w.printed and "idle" not in flags:  # a request (llama.cpp)
+            self._request(w, decode, step, cov, tps)
+
+    def _request(self, w: EngineWindow, decode: float | None, step: float | None,
+                 coverage: float | None, tokens_per_step: float | None) -> None:
+        """Requests by shape, and how many ran at once (a per-request log)."""
+        p = w.printed
+        if w.drafts == 0 or "spec_off" in w.flags:
+            drafting = "no drafts"
+        elif coverage is None:
+            drafting = "drafts unknown"
+        else:
+            drafting = "most steps drafted" if coverage >= MOST_STEPS else "few steps drafted"
+        key = (int(p["predicted_n"]), drafting)
+        sh = self._shapes.get(key)
+        if sh is None:
+            if len(self._shapes) >= MAX_SHAPES:
+                self._shapes_other += 1
+                sh = None
+            else:
+                sh = self._shapes[key] = _Shape()
+        if sh is not None:
+            sh.n += 1
+            if decode is not None:
+                sh.decode.append(decode / (w.running or 1.0))
+            if step is not None:
+                sh.step.append(step)
+            if w.drafts and w.accepted_tokens is not None:
+                sh.acc += w.accepted_tokens
+                sh.drafts += w.drafts
+            if tokens_per_step and w.generation_tokens is not None:
+                sh.gen += w.generation_tokens
+                sh.steps += w.generation_tokens / tokens_per_step
+        end = p.get("t_elapsed_s")
+        if end is not None:
+            start = end - p.get("decode_s", 0.0) - p.get("prompt_s", 0.0)
+            at_once = 1 + self._note_span(start, end)
+            self._max_at_once = max(self._max_at_once or 0, at_once)
+
+    def _note_span(self, start: float, end: float) -> int:
+        """The kept requests that ran during [start, end] (ended after `start`, began before
+        `end`); then keeps this one. Requests are printed when they end, so the kept ones are
+        almost always in end order: then only the newest few can end after `start`, and the
+        count stops at the first that does not (the answer of counting all, in a few steps).
+        `_unsorted` counts the neighbours out of end order (NaN counts as out of order)."""
+        spans = self._spans
+        if self._unsorted:
+            n = sum(1 for s0, e0 in spans if e0 > start and s0 < end)
+        else:
+            n = 0
+            for s0, e0 in reversed(spans):
+                if not e0 > start:
+                    break
+                if s0 < end:
+                    n += 1
+        if len(spans) == spans.maxlen and len(spans) > 1 and not spans[0][1] <= spans[1][1]:
+            self._unsorted -= 1  # the pair that leaves was out of end order
+        if spans and not spans[-1][1] <= end:
+            self._unsorted += 1
+        spans.append((start, end))
+        return n
 
     def _gap(self, key: tuple[Any, ...], w: EngineWindow) -> None:
         prev = self._last_end.get(key)
@@ -165,10 +255,10 @@ class LogAccumulator:
         summary = LogSummary(
             path=path, engine=engine, windows_total=self.n, windows_idle=self.idle,
             t_first_s=self._t0, t_last_s=self._t1,
-            decode=summary_of(self._dec), decode_per_request=summary_of(self._dec_req),
-            mal=summary_of(self._mal), mal_overall=mal_overall,
+            decode=self._dec.summary(), decode_per_request=self._dec_req.summary(),
+            mal=self._mal.summary(), mal_overall=mal_overall,
             mal_overall_estimated=self._est_steps > 0,
-            step_rate=summary_of(self._step), running=summary_of(self._run),
+            step_rate=self._step.summary(), running=self._run.summary(),
             generation_tokens=self._gen if self._has_gen else None,
             drafts=self._drafts if self._has_counts else None,
             accepted_tokens=self._acc if self._has_counts else None,
@@ -179,12 +269,37 @@ class LogAccumulator:
             until_s=selection.until_s if selection else None,
             bins=self._bins.bins(), windows=tuple(self._kept),
             draft_coverage=(self._cov_drafts / self._cov_steps if self._cov_steps else None),
-            drafts_rate=summary_of(self._drafts_rate),
+            drafts_rate=self._drafts_rate.summary(),
             windows_step_unknown=self.step_unknown, windows_steps_withheld=self.step_withheld,
             windows_partial_coverage=self.partial_coverage, spec=dict(self.spec),
+            windows_zero_running=self.zero_running,
+            intervals=tuple((e, i, s, n) for (e, i, s), n in self.intervals.items()),
+            shapes=tuple(RequestShape(k[0], k[1], v.n, v.decode.summary(),
+                                      1.0 + v.acc / v.drafts if v.drafts else None,
+                                      v.step.summary(), v.gen / v.steps if v.steps else None)
+                         for k, v in self._shapes.items()),
+            shapes_other=self._shapes_other, max_at_once=self._max_at_once,
         )
         notes = notes_for(summary, counts, self.flag_counts, selection)
+        figures = (self._dec, self._dec_req, self._mal, self._step, self._run, self._drafts_rate)
+        if any(f.approx for f in figures):
+            notes += (Finding(
+                "logs.figures_approx",
+                f"more than {EXACT_MAX:,} windows: medians, MAD and percentiles from a "
+                f"log-bucket histogram (within {REL_ERROR:.2%}); n, mean, stdev, min, max exact",
+                severity="info"),)
+            return replace(summary, notes=notes, extra={"figures_rel_error": REL_ERROR})
         return replace(summary, notes=notes)
+
+
+class _Shape:
+    __slots__ = ("n", "decode", "step", "acc", "drafts", "gen", "steps")
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.decode, self.step = Figure(), Figure()
+        self.acc = self.drafts = 0
+        self.gen = self.steps = 0.0
 
 
 def summary_of(values: array[float]) -> Summary | None:
@@ -236,17 +351,24 @@ def window_step_rate(w: EngineWindow) -> float | None:
 def analyze_log(path: str, since: str | float | datetime | None = None,
                 until: str | float | datetime | None = None, engine: str | None = None,
                 year: int | None = None, max_windows: int = MAX_WINDOWS_KEPT,
-                parallel: bool | None = None) -> LogSummary:
+                parallel: bool | None = None,
+                on_window: Callable[[EngineWindow], None] | None = None) -> LogSummary:
     """Read an engine log (vLLM / SGLang / llama.cpp) and sum up its windows.
 
     since/until: `HH:MM`, `MM-DD HH:MM[:SS]`, ISO date-time, epoch seconds or a datetime;
     engine: "vllm" | "sglang" | "llamacpp" | "auto"/None; year: the year of the first
-    year-less line (default: from the file's mtime); parallel: None reads a big file on every
-    core, False never (the answer is the same). Raises UsageError for a missing file.
+    year-less line (default: from the file's mtime); parallel: True reads a big file on every
+    core (memory grows with its windows), None/False sequentially in bounded memory (the
+    answer is the same); on_window: called with each selected window as it comes (`logs
+    --json --max-windows 0` writes them out as it goes instead of keeping them). Raises UsageError for a missing file.
     """
     check_log_path(path)
     selection = Selection(since=parse_time(since) if since is not None else None,
                           until=parse_time(until) if until is not None else None)
+    if not selection.active and not parallel and on_window is None and max_windows > 0:
+        bulk = _bulk_summary(path, max_windows, selection, engine, year)
+        if bulk is not None:
+            return bulk
     counts = ParseCounts()
     readers: list[Any] = []
     acc = LogAccumulator(max_windows)
@@ -254,9 +376,44 @@ def analyze_log(path: str, since: str | float | datetime | None = None,
                                           reader_out=readers, selection=selection,
                                           parallel=parallel)):
         acc.add(w)
+        if on_window is not None:
+            on_window(w)
     found = readers[0].engine.name if readers and readers[0].engine else None
     acc.spec = spec_of(readers[0] if readers else None)
     return replace(acc.finish(path, found, counts, selection), simulated=is_simulated(path))
+
+
+def _bulk_summary(path: str, max_windows: int, selection: Selection, engine: str | None,
+                  year: int | None) -> LogSummary | None:
+    """The summary of a whole plain vLLM or SGLang log read in bulk (bulk_vllm.py,
+    bulk_sglang.py: the per-line read's summary, bit for bit); None when the log needs the
+    per-line read (another engine, anything unusual, a small or compressed log, no numpy)."""
+    if os.path.getsize(path) < BULK_MIN_BYTES or compression(path) is not None:
+        return None
+    with open(path, "rb") as f:  # a llama.cpp log: no numpy import (~0.1 s, ~17 MB)
+        head = f.read(BULK_PEEK_BYTES)
+    if not any(kw in head for kw in BULK_KEYWORDS):
+        return None
+    try:
+        from decodescope.telemetry.logs import bulk_sglang, bulk_vllm
+    except ImportError:  # numpy: installed with scipy, a dependency
+        return None
+    for name in ("vllm", "sglang"):
+        if engine not in (None, "auto", name):
+            continue
+        acc, counts = LogAccumulator(max_windows), ParseCounts()
+        try:
+            if name == "vllm":
+                clock = Clock(year, os.stat(path).st_mtime)
+                acc.spec = bulk_vllm.read(path, acc, counts, max_windows, clock)
+            else:
+                steps = bulk_sglang.read(path, acc, counts, max_windows)
+                acc.spec = {"decode_log_interval": steps, "decode_log_interval_assumed": True}
+        except bulk_sglang.Unusual:
+            continue
+        summary = acc.finish(path, name, counts, selection)
+        return replace(summary, simulated=is_simulated(path))
+    return None
 
 
 def spec_of(reader: Any) -> dict[str, Any]:

@@ -67,9 +67,9 @@ class Binner:
         self._bins: list[_Bin] = []
         self._per_bin = 1  # windows per bin; doubles when the bins are merged pairwise
 
-    def add(self, t0: float | None, t1: float | None, engine_id: str | None,
-            decode: float | None, acc: float, drafts: float, step: float | None,
-            running: float | None, flags: tuple[str, ...]) -> None:
+    def _current(self, engine_id: str | None) -> _Bin:
+        """The bin the next window goes into: a new one when the last is full (pairing the
+        bins first when there are 2 × MAX_BINS of them)."""
         bins = self._bins
         if not bins or bins[-1].n >= self._per_bin:
             if len(bins) >= 2 * MAX_BINS:
@@ -79,7 +79,12 @@ class Binner:
                 b = _Bin()
                 b.eid = engine_id
                 bins.append(b)
-        b = bins[-1]
+        return bins[-1]
+
+    def add(self, t0: float | None, t1: float | None, engine_id: str | None,
+            decode: float | None, acc: float, drafts: float, step: float | None,
+            running: float | None, flags: tuple[str, ...]) -> None:
+        b = self._current(engine_id)
         if t0 is not None and (b.t0 is None or t0 < b.t0):
             b.t0 = t0
         if t1 is not None and (b.t1 is None or t1 > b.t1):
@@ -102,6 +107,54 @@ class Binner:
             b.rn += 1
         if flags:
             b.flags.update(flags)
+
+    def add_many(self, t0: Any, t1: Any, engine_id: str | None, decode: Any, acc: Any,
+                 drafts: Any, step: Any, running: Any, flags: dict[str, Any]) -> None:
+        """add() for each window of numpy columns (NaN: None), in order, leaving the same
+        state: the windows of one bin at a time, each sum in window order (np.cumsum adds
+        one value after the other, as add() does). `flags`: name -> mask of the windows."""
+        import numpy as np
+
+        def seq(start: float, xs: Any) -> float:
+            return float(np.cumsum(np.concatenate(([start], xs)))[-1]) if xs.size else start
+
+        n, i = len(t1), 0
+        while i < n:
+            b = self._current(engine_id)
+            j = min(i + self._per_bin - b.n, n)
+            for col, lo in ((t0[i:j], True), (t1[i:j], False)):
+                col = col[~np.isnan(col)]
+                if col.size:
+                    v = float(col.min() if lo else col.max())
+                    if lo and (b.t0 is None or v < b.t0):
+                        b.t0 = v
+                    elif not lo and (b.t1 is None or v > b.t1):
+                        b.t1 = v
+            if b.n and b.eid != engine_id:
+                b.eid = None
+            b.n += j - i
+            d = decode[i:j]
+            d = d[~np.isnan(d)]
+            if d.size:
+                b.dsum = seq(b.dsum, d)
+                b.dn += d.size
+                top = float(d.max())
+                if b.dmax is None or top > b.dmax:
+                    b.dmax = top
+            b.acc = seq(b.acc, acc[i:j])
+            b.dr = seq(b.dr, drafts[i:j])
+            s = step[i:j]
+            s = s[~np.isnan(s)]
+            b.step = seq(b.step, s)
+            b.sn += s.size
+            r = running[i:j]
+            r = r[~np.isnan(r)]
+            b.run = seq(b.run, r)
+            b.rn += r.size
+            for name, mask in flags.items():
+                if mask[i:j].any():
+                    b.flags.add(name)
+            i = j
 
     def bins(self) -> tuple[WindowBin, ...]:
         bins = [_copy(b) for b in self._bins]  # merging mutates: keep ours intact

@@ -52,8 +52,8 @@ def elapsed_s(text: str) -> float | None:
     m = ELAPSED_RE.match(text)
     if m is None:
         return None
-    mins, secs, ms, us = (int(g) for g in m.groups())
-    return mins * 60 + secs + ms / 1e3 + us / 1e6
+    mins, secs, ms, us = m.groups()
+    return int(mins) * 60 + int(secs) + int(ms) / 1e3 + int(us) / 1e6
 
 
 class Clock:

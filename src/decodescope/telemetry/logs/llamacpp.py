@@ -3,15 +3,27 @@
 `slot print_timing` prints, when a request ends: prompt eval / eval / total time, then with
 speculative decoding either `draft acceptance rate = R (A accepted / G generated)` (older) or
 `draft acceptance = R (A accepted / G generated), mean acceptance length = M, acceptance rate
-per position = (...)` (PR #24536), and a `statistics <impl>: ... #gen drafts = N ...` line.
+per position = (...)` (PR #24536), or `draft acceptance = R (A accepted / G generated), mean len =
+M` (llama.cpp b1-0c1e570, embedded by `decodescope engine`; M = 1 + A / drafted steps, two
+decimals), and a `statistics <impl>: ... #gen drafts = N ...` line (trace level: often absent).
 The stamp, when present, is elapsed time since server start (no clock time), so windows carry
 no t_start/t_end (flag `no_clock_time`); `printed['t_elapsed_s']` keeps the elapsed time.
 Drafts (verify steps with a draft) come from the statistics line when its token counts match
-the request (per request, or cumulative and diffed); else MAL is the printed one.
+the request (per request, or cumulative and diffed; the line may come before or after the
+release line); else from the accepted count and the printed MAL where exactly one whole number
+of drafted steps gives that MAL at its printed precision (flag `drafts_from_mal`); else MAL is
+the printed one.
+
+The eval time excludes the first token (sampled at the end of the prompt eval): the tokens
+generated in it are the printed count minus one, and each of its verify steps emits its
+accepted tokens plus one, so steps = (tokens − 1) − accepted (PR #24536: 256 tokens, 167
+accepted = 88 steps, 87 of them drafted). The window's generation_tokens are those n − 1
+tokens over the eval time (`printed['predicted_n']` keeps the printed n).
 """
 
 from __future__ import annotations
 
+import math
 import re
 from typing import NamedTuple
 
@@ -28,11 +40,20 @@ _N = r"(\d+(?:\.\d+)?)"  # a printed number
 _TIME = re.compile(rf"(prompt eval|eval|total) time =\s*{_N} ms /\s*(\d+) (?:tokens|runs)")
 _DRAFT = re.compile(
     r"draft acceptance(?: rate)? =\s*(\d+(?:\.\d+)?|nan)\s*\(\s*(\d+) accepted /\s*(\d+) generated\)")
-_MAL = re.compile(rf"mean acceptance length =\s*{_N}")
+_MAL = re.compile(rf"mean (?:acceptance length|len) =\s*{_N}")
+_MEAN_LEN_END = re.compile(r"mean len =\s*\d+\.\d\d$")
 _PER_POS = re.compile(r"acceptance rate per position =\s*\(([^)]*)\)")
 _STAT_NAME = re.compile(r"statistics\s+([\w.-]+):")
 _STAT = {k: re.compile(rf"{re.escape(k)} =\s*{_N}")
          for k in ("#gen drafts", "#acc drafts", "#gen tokens", "#acc tokens")}
+_STAT_MAL = re.compile(rf"#mean acc len =\s*{_N}")
+# The timing lines as `print_timing` writes them (3 of a request's ~6 lines), read in one
+# match: the elapsed stamp, the slot and the time, each what its own pattern finds (nothing
+# before the slot or the time can hold another); any other shape takes the general path.
+_FAST_TIME = re.compile(
+    r"\s*(\d+)\.(\d\d)\.(\d\d\d)\.(\d\d\d) [IWEDT] slot print_timing: "
+    r"id\s+(\d+)\s*\|\s*task\s+(\d+)\s*\|\s*" + _TIME.pattern)
+_NOT_TIME = ("llama_perf", "stop processing", "draft acceptance", "#gen drafts")
 
 
 class LTime(NamedTuple):
@@ -49,6 +70,7 @@ class LDraft(NamedTuple):
     generated: int
     mal: float | None
     per_pos: tuple[float, ...] | None
+    t_elapsed_s: float | None = None
 
 
 class LStats(NamedTuple):
@@ -56,22 +78,31 @@ class LStats(NamedTuple):
     gen_drafts: int
     gen_tokens: int
     acc_tokens: int
+    t_elapsed_s: float | None = None
+    mal: float | None = None  # `#mean acc len`, when printed
 
 
 class LRelease(NamedTuple):
     slot: tuple[int, int] | None
+    t_elapsed_s: float | None = None
 
 
 Record = LTime | LDraft | LStats | LRelease
 
 
 def parse(text: str, clock: Clock, counts: ParseCounts) -> Record | Unparsed | None:
+    f = _FAST_TIME.match(text)
+    if f is not None and not any(k in text for k in _NOT_TIME):
+        mins, secs, ms, us, slot, task, kind, t_ms, tokens = f.groups()
+        return LTime((int(slot), int(task)), kind, float(t_ms), int(tokens),
+                     int(mins) * 60 + int(secs) + int(ms) / 1e3 + int(us) / 1e6)
     if "llama_perf" in text:  # context-level perf print at exit, not a request
         return None
     m = _SLOT.search(text)
     slot = (int(m.group(1)), int(m.group(2))) if m else None
+    te = elapsed_s(text)
     if "stop processing" in text:
-        return LRelease(slot)
+        return LRelease(slot, te)
     if "draft acceptance" in text:
         d = _DRAFT.search(text)
         if d is None:
@@ -80,18 +111,56 @@ def parse(text: str, clock: Clock, counts: ParseCounts) -> Record | Unparsed | N
         pp = _PER_POS.search(text)
         per_pos = _floats(pp.group(1)) if pp else None
         return LDraft(slot, int(d.group(2)), int(d.group(3)),
-                      float(mal.group(1)) if mal else None, per_pos or None)
+                      float(mal.group(1)) if mal else None, per_pos or None, te)
     if "#gen drafts" in text:
         name = _STAT_NAME.search(text)
         vals = {k: rx.search(text) for k, rx in _STAT.items()}
         if name is None or any(v is None for v in vals.values()):
             return Unparsed("llamacpp.statistics")
         n = {k: int(float(v.group(1))) for k, v in vals.items() if v is not None}
-        return LStats(name.group(1), n["#gen drafts"], n["#gen tokens"], n["#acc tokens"])
+        smal = _STAT_MAL.search(text)
+        return LStats(name.group(1), n["#gen drafts"], n["#gen tokens"], n["#acc tokens"], te,
+                      float(smal.group(1)) if smal else None)
     t = _TIME.search(text)
     if t is None:
         return Unparsed("llamacpp.timing")
-    return LTime(slot, t.group(1), float(t.group(2)), int(t.group(3)), elapsed_s(text))
+    return LTime(slot, t.group(1), float(t.group(2)), int(t.group(3)), te)
+
+
+def complete(text: str, rec: Record) -> bool:
+    """True when a line that may have been cut (no newline after it) is whole: it ends as
+    its format does (`tokens per second)`, `N tokens`, the closing `)` of the draft line, the
+    `ms` of the statistics line, the two decimals of `mean len`). The release line carries no
+    number."""
+    msg = text.rstrip(" \r\n")
+    if isinstance(rec, LRelease):
+        return True
+    if isinstance(rec, LTime):
+        return msg.endswith("tokens per second)" if rec.kind != "total" else " tokens")
+    if isinstance(rec, LDraft):
+        if "draft acceptance rate" in msg:  # the older line ends at its counts
+            return msg.endswith("generated)")
+        if "mean len" in msg:  # `mean len = %5.2f`: whole with its two decimals
+            return _MEAN_LEN_END.search(msg) is not None
+        return msg.endswith(")") and rec.per_pos is not None
+    return msg.endswith(" ms")
+
+
+def drafts_from_mal(accepted: int, mal: float, decimals: int = 2) -> int | None:
+    """The drafted steps D with round(1 + accepted / D, decimals) == mal, when exactly one
+    whole number fits (llama.cpp prints MAL = 1 + accepted / drafted steps with two
+    decimals); None when none or several fit (MAL 1.00: no accepted token says nothing of D)."""
+    if accepted <= 0 or mal <= 1.0:
+        return None
+    half = 0.5 * 10.0 ** -decimals
+    lo, hi = mal - half - 1.0, mal + half - 1.0  # accepted / D within [lo, hi)
+    if hi <= 0:
+        return None
+    d_min = max(1, math.ceil(accepted / hi - 1e-9))
+    d_max = math.floor(accepted / lo + 1e-9) if lo > 0 else d_min + 2
+    fits = [d for d in range(d_min, max(d_min, d_max) + 1)
+            if round(1.0 + accepted / d, decimals) == round(mal, decimals)]
+    return fits[0] if len(fits) == 1 else None
 
 
 def _floats(text: str) -> tuple[float, ...] | None:
@@ -102,7 +171,7 @@ def _floats(text: str) -> tuple[float, ...] | None:
 
 
 class _Req:
-    __slots__ = ("slot", "times", "draft", "stats", "t_elapsed_s")
+    __slots__ = ("slot", "times", "draft", "stats", "t_elapsed_s", "released")
 
     def __init__(self, slot: tuple[int, int] | None) -> None:
         self.slot = slot
@@ -110,6 +179,7 @@ class _Req:
         self.draft: LDraft | None = None
         self.stats: LStats | None = None
         self.t_elapsed_s: float | None = None
+        self.released = False  # its release line was read: a statistics line may still come
 
 
 class LlamacppAssembler:
@@ -124,13 +194,17 @@ class LlamacppAssembler:
         out: list[EngineWindow] = []
         cur = self._cur
         if isinstance(rec, LRelease):
-            return self.flush()
-        if isinstance(rec, LStats):
             if cur is not None:
-                cur.stats = rec
+                cur.released = True
             return out
-        new_request = cur is None or (rec.slot is not None and cur.slot is not None
-                                      and rec.slot != cur.slot)
+        if isinstance(rec, LStats):
+            if cur is not None and cur.stats is None:
+                cur.stats = rec
+                if cur.released:  # release, then statistics: the request is complete
+                    return self.flush()
+            return out
+        new_request = cur is None or cur.released or (
+            rec.slot is not None and cur.slot is not None and rec.slot != cur.slot)
         if isinstance(rec, LTime) and cur is not None and rec.kind in cur.times:
             new_request = True  # a second "eval time": the previous request ended
         if new_request:
@@ -168,9 +242,12 @@ class LlamacppAssembler:
 
     def _build(self, r: _Req) -> EngineWindow:
         ev = r.times["eval"]
-        printed: dict[str, float] = {"decode_s": ev.ms / 1e3}
-        if ev.ms > 0:
-            printed["generation_throughput"] = ev.tokens / (ev.ms / 1e3)
+        # The eval time runs from the first token on: it generated the tokens after it.
+        gen = max(ev.tokens - 1, 0)
+        printed: dict[str, float] = {"decode_s": ev.ms / 1e3, "predicted_n": float(ev.tokens)}
+        if ev.ms > 0:  # the decode rate: tokens generated in the eval time / the eval time
+            printed["generation_throughput"] = gen / (ev.ms / 1e3)
+            printed["tokens_per_second_printed"] = ev.tokens / (ev.ms / 1e3)
         pe = r.times.get("prompt eval")
         if pe is not None and pe.ms > 0:
             printed["prompt_throughput"] = pe.tokens / (pe.ms / 1e3)
@@ -192,13 +269,22 @@ class LlamacppAssembler:
             if d.mal is not None:
                 printed["mal_reported"] = d.mal
             drafts = self._drafts(r, d)
+            if drafts is None and d.mal is not None:
+                drafts = drafts_from_mal(d.accepted, d.mal)
+                if drafts is not None:
+                    flags.append("drafts_from_mal")
+            if drafts:
+                if r.stats is not None and r.stats.mal is not None:
+                    printed["statistics_mal"] = r.stats.mal
+                if d.mal is None:  # older draft line: the MAL the statistics give
+                    printed["mal_from_statistics"] = 1.0 + d.accepted / drafts
             if d.per_pos:
                 printed["spec_k"] = float(len(d.per_pos))
                 if drafts:
                     per_pos = tuple(round(p * drafts) for p in d.per_pos)
         return EngineWindow(
             source="log", engine="llamacpp", t_start_s=None, t_end_s=None,
-            generation_tokens=ev.tokens, prompt_tokens=pe.tokens if pe else None,
+            generation_tokens=gen, prompt_tokens=pe.tokens if pe else None,
             drafts=drafts, draft_tokens=draft_tokens, accepted_tokens=accepted,
             accepted_per_pos=per_pos, running=1.0,
             engine_id=f"slot {r.slot[0]}" if r.slot else None, printed=printed,

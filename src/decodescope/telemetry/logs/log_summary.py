@@ -48,6 +48,33 @@ class EngineSeen:
 
 
 @dataclass(frozen=True)
+class RequestShape:
+    """Requests of one shape in a per-request log (llama.cpp): output tokens and how much of
+    their decode drafted — what a caliber changes and the log shows. A log of several shapes
+    mixes calibers: its overall figures say so and these rows split them."""
+    output_tokens: int | None
+    drafting: str  # "most steps drafted" | "few steps drafted" | "no drafts" | "drafts unknown"
+    requests: int
+    decode: Summary | None  # tok/s per request
+    mal: float | None  # 1 + Σaccepted / Σdrafts over the shape's requests
+    step_rate: Summary | None
+    tokens_per_step: float | None  # Σgenerated / Σsteps where the steps are known
+
+    def label(self) -> str:
+        out = f"{self.output_tokens} output tokens" if self.output_tokens is not None \
+            else "output tokens unknown"
+        return f"{out}, {self.drafting}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"output_tokens": self.output_tokens, "drafting": self.drafting,
+                "requests": self.requests,
+                "decode_tok_s": self.decode.to_dict() if self.decode else None,
+                "mal": self.mal,
+                "step_rate_per_s": self.step_rate.to_dict() if self.step_rate else None,
+                "tokens_per_step": self.tokens_per_step}
+
+
+@dataclass(frozen=True)
 class LogSummary:
     path: str
     engine: str | None  # "vllm" | "sglang" | "llamacpp"; None when nothing was recognized
@@ -82,6 +109,14 @@ class LogSummary:
     windows_steps_withheld: int = 0  # generated − accepted below the drafts: counts contradict
     windows_partial_coverage: int = 0  # windows where not every step drafted (n-gram, suffix)
     spec: dict[str, Any] = field(default_factory=dict)  # method, k, lines, off (vLLM)
+    windows_zero_running: int = 0  # windows with tokens but 0 running: step rate withheld
+    # Stats intervals used: (engine, engine id, seconds, windows) — what the windows assumed.
+    intervals: tuple[tuple[str, str | None, float, int], ...] = ()
+    # Per-request logs (llama.cpp): requests by shape (output tokens, drafting) and the most
+    # requests that ran at once (from each request's elapsed stamp and its prompt + eval time).
+    shapes: tuple[RequestShape, ...] = ()
+    shapes_other: int = 0  # requests of shapes beyond the ones listed
+    max_at_once: int | None = None
     schema_version: int = SCHEMA_VERSION
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -111,6 +146,9 @@ class LogSummary:
             "windows_step_unknown": self.windows_step_unknown,
             "windows_steps_withheld": self.windows_steps_withheld,
             "windows_partial_coverage": self.windows_partial_coverage,
+            "windows_zero_running": self.windows_zero_running,
+            "intervals": [{"engine": e, "engine_id": i, "interval_s": s, "windows": n}
+                          for e, i, s, n in self.intervals],
             "spec": self.spec,
             "running": s(self.running),
             "generation_tokens": self.generation_tokens,
@@ -124,6 +162,10 @@ class LogSummary:
             "bins": [b.to_dict() for b in self.bins],
             "windows": [w.to_dict() for w in self.windows],
             "notes": [n.to_dict() for n in self.notes],
+            "mixes": self.mixes(),
+            "request_shapes": [x.to_dict() for x in self.shapes],
+            "request_shapes_other": self.shapes_other,
+            "max_requests_at_once": self.max_at_once,
             **self.extra,
         }
 
@@ -136,14 +178,21 @@ class LogSummary:
             return f"{name} log: no engine windows found"
         unit = "request" if self.engine == "llamacpp" else "window"
         unit += "" if self.windows_total == 1 else "s"
-        parts = [f"{name} log, {self.windows_total} {unit}{_span(self.t_first_s, self.t_last_s)}:"]
+        mix = self.mixes()
+        parts = [f"{name} log, {self.windows_total} {unit}{_span(self.t_first_s, self.t_last_s)}"
+                 + (f" ({mix}: figures over all of them"
+                    + ("; per shape below)" if len(self.shapes) > 1 else ")") if mix else "")
+                 + ":"]
         figures = []
         if self.decode is not None:
             figures.append(f"decode median {self.decode.median:.1f} tok/s "
                            f"(peak {self.decode.max:.1f})")
         if self.mal_overall is not None:
             figures.append(f"MAL {self.mal_overall:.2f}")
-        elif self.spec.get("off") and self.engine == "vllm" and self.decode is not None:
+        elif self.decode is not None and (
+                (self.spec.get("off") and self.engine == "vllm")
+                or (self.shapes and not self.shapes_other
+                    and all(x.drafting == "no drafts" for x in self.shapes))):
             figures.append("speculative decoding off (MAL 1)")
         if self.draft_coverage is not None and self.draft_coverage < 0.97:
             figures.append(f"{self.draft_coverage:.0%} of steps drafted")
@@ -158,6 +207,16 @@ class LogSummary:
             figures.append("no decode activity")
         return " ".join(parts) + " " + ", ".join(figures)
 
+
+    def mixes(self) -> str | None:
+        """What the overall figures mix, in words (None: one request shape, one at a time)."""
+        n = len(self.shapes) + (1 if self.shapes_other else 0)
+        words = []
+        if n > 1:
+            words.append(f"{n} request shapes")
+        if self.max_at_once is not None and self.max_at_once > 1:
+            words.append(f"up to {self.max_at_once} at once")
+        return ", ".join(words) or None
 
     def engine_kinds(self) -> list[str]:
         """The engines with windows here, the detected one first (two: a mixed log)."""

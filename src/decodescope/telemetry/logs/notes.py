@@ -46,6 +46,7 @@ def notes_for(s: LogSummary, counts: ParseCounts, flags: dict[str, int],
             remedy="Counted once; fix the log pipeline so each line is written once",
             severity="warning"))
     _flag_notes(out, flags)
+    _integrity_notes(out, s, counts)
     if sel is not None and sel.without_time:
         out.append(Finding(
             "logs.selection_without_time",
@@ -66,8 +67,10 @@ def notes_for(s: LogSummary, counts: ParseCounts, flags: dict[str, int],
             context=("step rate from generated − accepted where the counts allow"
                      + (f"; unknown for {_n(s.windows_step_unknown, 'window')} (drafts only)"
                         if s.windows_step_unknown else "")),
-            remedy="vLLM log lines have no step counter: probe with /metrics reachable "
-                   "(vllm:iteration_tokens_total counts steps) for an exact step rate",
+            # llama.cpp prints exact counts per request; only vLLM's lines lack a step counter
+            remedy=("vLLM log lines have no step counter: probe with /metrics reachable "
+                    "(vllm:iteration_tokens_total counts steps) for an exact step rate"
+                    if "vllm" in s.engine_kinds() else None),
             severity="info"))
     if s.windows_steps_withheld:
         out.append(Finding(
@@ -88,6 +91,55 @@ def notes_for(s: LogSummary, counts: ParseCounts, flags: dict[str, int],
 
 
 _NAMES = {"vllm": "vLLM", "sglang": "SGLang", "llamacpp": "llama.cpp"}
+
+
+def _integrity_notes(out: list[Finding], s: LogSummary, counts: ParseCounts) -> None:
+    """Lines cut short or too long, windows with 0 running, the stats interval assumed."""
+    if counts.cut_lines:
+        out.append(Finding(
+            "logs.cut_line",
+            f"{_n(counts.cut_lines, 'stats line')} cut short (the last line, without its "
+            "newline: a log still being written, a truncated copy or paste): no number read "
+            "from it", remedy="Read the log again once the line is complete", severity="warning"))
+    if counts.long_lines:
+        out.append(Finding(
+            "logs.long_lines",
+            f"{_n(counts.long_lines, 'line')} longer than 4 MiB skipped unread (no newline: a "
+            "binary or corrupt file, or one line of dumped data)", severity="warning"))
+    if s.windows_zero_running:
+        out.append(Finding(
+            "logs.zero_running",
+            f"step rate unknown for {_n(s.windows_zero_running, 'window')} with 0 running at "
+            "the line's time (requests that started and ended inside the window): there is "
+            "no rate per running request", severity="info"))
+    by_engine: dict[tuple[str, str | None], list[tuple[float, int]]] = {}
+    for eng, eid, sec, n in s.intervals:
+        by_engine.setdefault((eng, eid), []).append((sec, n))
+    if by_engine:
+        parts = [f"{_NAMES.get(e, e)} {eid or '(no engine id)'}: " + ", ".join(
+            f"{sec:g} s ({_n(n, 'window')})" for sec, n in sorted(v, key=lambda x: -x[1]))
+            for (e, eid), v in by_engine.items()]
+        out.append(Finding(
+            "logs.interval",
+            "stats interval measured from the spacing of each engine's lines (the smallest "
+            "spacing that recurs; a window is never longer than the time since the line "
+            "before): " + "; ".join(parts), severity="info"))
+    if s.engine == "sglang" and s.spec.get("decode_log_interval_assumed") and s.windows_total:
+        out.append(Finding(
+            "logs.sglang_interval_assumed",
+            f"SGLang: {s.spec.get('decode_log_interval')} decode steps per Decode line assumed "
+            "(the --decode-log-interval default; the launch line is not in the log): window "
+            "durations rest on it", remedy="Include the server's launch line (server_args ... "
+            "decode_log_interval=N) in the log, or keep the default", severity="info"))
+    changes = s.spec.get("interval_changes") if isinstance(s.spec, dict) else None
+    if changes:
+        first = changes[0]
+        out.append(Finding(
+            "logs.interval_changed",
+            f"the stats interval changed {_n(len(changes), 'time')}: the first at "
+            f"{_stamp(first[0]) if first[0] is not None else '?'}, {first[1]:g} s -> "
+            f"{first[2]:g} s (lines spaced by hidden idle intervals, or a restart with another "
+            "VLLM_LOG_STATS_INTERVAL)", severity="info"))
 
 
 def _input_notes(out: list[Finding], s: LogSummary, counts: ParseCounts) -> None:

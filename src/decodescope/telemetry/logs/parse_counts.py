@@ -39,6 +39,10 @@ class ParseCounts:
     backwards_max_s: float = 0.0
     # Lines of another engine than the one read (--engine given): engine name -> lines.
     other_engines: Counter[str] = field(default_factory=Counter)
+    # A stats line cut short (the last line of a log still being written, a truncated copy or
+    # paste, the growing tail in --follow): read for no number, counted and said.
+    cut_lines: int = 0
+    long_lines: int = 0  # lines over reader.MAX_LINE_BYTES: skipped, never held whole
 
     def note_unknown(self, names: Any) -> None:
         for name in names:
@@ -60,6 +64,8 @@ class ParseCounts:
         self.backwards_max_s = max(self.backwards_max_s, other.backwards_max_s)
         self.other_engines.update(other.other_engines)
         self.damaged = self.damaged or other.damaged
+        self.cut_lines += other.cut_lines
+        self.long_lines += other.long_lines
 
     def note_backwards(self, offset: int, before_s: float, t_s: float) -> None:
         self.backwards += 1
@@ -83,6 +89,10 @@ class ParseCounts:
                 {"offset": first[0], "from_s": first[1], "to_s": first[2]}}
         if self.other_engines:
             extra["other_engine_lines"] = dict(self.other_engines)
+        if self.cut_lines:
+            extra["cut_lines"] = self.cut_lines
+        if self.long_lines:
+            extra["long_lines"] = self.long_lines
         return {
             "bytes_read": self.bytes_read,
             "lines_matched": self.lines_matched,

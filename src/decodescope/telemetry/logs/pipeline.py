@@ -25,6 +25,7 @@ from decodescope.telemetry.logs.llamacpp import LlamacppAssembler
 from decodescope.telemetry.logs.parse_counts import ParseCounts, Unparsed
 from decodescope.telemetry.logs.reader import (
     FOLLOW_POLL_S,
+    Tail,
     _block_lines,
     check_followable,
     check_log_path,
@@ -65,6 +66,7 @@ class _Engine:
     lean_keywords: tuple[bytes, ...]
     parse: Callable[[str, Clock, ParseCounts], Any]
     assembler: Callable[[ParseCounts], _Assembler]
+    complete: Callable[[str, Any], bool]  # a line without a newline is whole (not cut)
     # Searched while another engine is read: one keyword on the engine's first stats line
     # (one search pass each: ~0.3 ms per MiB). Once one is found, the rest of its block and
     # the blocks after are searched for all of the engine's keywords.
@@ -73,16 +75,20 @@ class _Engine:
 
 _ENGINES = {
     "vllm": _Engine("vllm", vllm.KEYWORDS, vllm.LEAN_KEYWORDS, vllm.parse, VllmAssembler,
-                    (vllm.STATS_KEY.encode(),)),
+                    vllm.complete, (vllm.STATS_KEY.encode(),)),
     "sglang": _Engine("sglang", sglang.KEYWORDS, sglang.LEAN_KEYWORDS, sglang.parse,
-                      SglangAssembler, (sglang.DECODE_KEY.encode(),)),
+                      SglangAssembler, sglang.complete, (sglang.DECODE_KEY.encode(),)),
     "llamacpp": _Engine("llamacpp", llamacpp.KEYWORDS, llamacpp.LEAN_KEYWORDS, llamacpp.parse,
-                        LlamacppAssembler, (b"eval time =",)),
+                        LlamacppAssembler, llamacpp.complete, (b"eval time =",)),
 }
 _ALL_KEYWORDS = tuple(kw for e in _ENGINES.values() for kw in e.keywords)
 
 
 def format_of(rec: Any) -> str:
+    kind = type(rec)
+    fixed = _OTHER_FORMATS.get(kind)  # most records: one name per type
+    if fixed is not None:
+        return fixed
     if isinstance(rec, vllm.VSpec):
         return _VLLM_SPEC_FORMATS.get(rec.variant) or f"vllm {rec.variant} spec"
     if isinstance(rec, vllm.VStats):
@@ -106,6 +112,7 @@ _OTHER_FORMATS: dict[type, str] = {
 
 
 _T_INDEX: dict[type, int] = {}
+_LLAMA_RECORDS = (llamacpp.LTime, llamacpp.LDraft, llamacpp.LStats, llamacpp.LRelease)
 
 
 def _t_index(kind: type) -> int:
@@ -133,6 +140,11 @@ class LineReader:
         self._kw: tuple[Any, tuple[bytes, ...]] | None = None  # (state, keywords) cache
         self.last_t: dict[tuple[str, Any], float] = {}  # (engine, pid) -> last stamp
         self.at = [0]  # offset of the line being fed (read_lines sets it)
+        # True while the line fed is the file's last and has no newline (read_lines sets it);
+        # `growing`: it is the tail of a file still written (--follow): never whole.
+        self.tail = [False]
+        self.growing = False
+        self._prev: Any = None  # the record before (llama.cpp copies: no clock to compare)
 
     @property
     def assembler(self) -> Any:
@@ -140,15 +152,33 @@ class LineReader:
         return self._asm
 
     def _duplicate(self, rec: Any) -> bool:
-        """True for a copy of a recent record (same fields, stamps within DUP_WINDOW_S)."""
+        """True for a copy of a recent record: same fields (NaN equal to NaN: `nan%` lines),
+        stamps within DUP_WINDOW_S. llama.cpp records carry no clock time: a copy is the same
+        record as the one just before it, or as a recent one with the same elapsed stamp
+        (microseconds: two requests never share it)."""
         t = getattr(rec, "t_s", None)
         if t is None:
+            prev, self._prev = self._prev, rec
+            kind = type(rec)
+            if kind in _LLAMA_RECORDS:
+                # A copy parses to the same record type: other types are never compared.
+                if type(prev) is kind and _same(prev, rec):
+                    return True
+                te = rec.t_elapsed_s
+                if te is not None:
+                    for _, r0 in self._recent:
+                        if type(r0) is kind and r0.t_elapsed_s == te and _same(r0, rec):
+                            return True
+                    self._recent.append((te, rec))
             return False  # no clock: two equal lines may be two equal requests
-        i = _t_index(type(rec))
+        i = -1
+        kind = type(rec)
         for t0, r0 in self._recent:
-            if abs(t - t0) <= DUP_WINDOW_S and type(r0) is type(rec) \
-                    and r0[:i] == rec[:i] and r0[i + 1:] == rec[i + 1:]:
-                return True
+            if -DUP_WINDOW_S <= t - t0 <= DUP_WINDOW_S and type(r0) is kind:
+                if i < 0:
+                    i = _t_index(kind)
+                if _same(r0[:i], rec[:i]) and _same(r0[i + 1:], rec[i + 1:]):
+                    return True
         self._recent.append((t, rec))
         return False
 
@@ -194,6 +224,11 @@ class LineReader:
             rec = Unparsed(f"{name}.malformed")
         if rec is None:
             return []
+        if self.tail[0] and not isinstance(rec, Unparsed):
+            eng = _ENGINES.get(name)
+            if self.growing or eng is None or not eng.complete(text, rec):
+                self.counts.cut_lines += 1  # cut mid-line: no number from it
+                return []
         if asm is None and not isinstance(rec, Unparsed):  # another engine, --engine given
             self.counts.other_engines[name] += 1
             return []
@@ -261,24 +296,44 @@ class LineReader:
         return ([self.engine.name] if self.engine else []) + list(self.others)
 
 
+def _same(a: Any, b: Any) -> bool:
+    """a == b, with NaN equal to NaN (in floats, tuples and the printed dicts)."""
+    if a == b:
+        return True
+    if type(a) is not type(b) and not (isinstance(a, tuple) and isinstance(b, tuple)):
+        return False
+    if isinstance(a, float):
+        return a != a and b != b
+    if isinstance(a, tuple):
+        if len(a) != len(b):
+            return False
+        # equal items need no NaN-aware look
+        return all(x == y or _same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(a[k] == b[k] or _same(a[k], b[k]) for k in a)
+    return False
+
+
 def iter_windows(path: str, *, engine: str | None = None, year: int | None = None,
                  counts: ParseCounts | None = None, follow: bool = False,
                  stop: Callable[[], bool] | None = None, poll_s: float = FOLLOW_POLL_S,
-                 sleep: Callable[[float], None] = time.sleep,
+                 sleep: Callable[[float], object] = time.sleep,
                  reader_out: list[LineReader] | None = None,
                  selection: Selection | None = None,
-                 parallel: bool | None = None) -> Iterator[EngineWindow]:
+                 parallel: bool | None = None, offset: int = 0) -> Iterator[EngineWindow]:
     """Engine windows of a log file, in line order (a few lines are held back per engine).
 
     engine: "vllm" | "sglang" | "llamacpp" | None (detect). year: year of the first
     year-less line (default: from the file's mtime). follow: keep reading as the file grows
-    until `stop()` is true (`sleep` is the wait between polls: a seam for tests). `counts`
-    receives the line counters.
+    until `stop()` is true (`sleep` is the wait between polls: a seam for tests), from byte
+    `offset` (a probe's `--log` tail starts at the size the log had). `counts` receives the
+    line counters.
 
     Big files (not in follow mode): with an active `selection` (--since/--until, resolved
     here) the read seeks to its window and yields the windows around it, which the caller
-    filters (seek.py); otherwise the file is read on every core (parallel.py; parallel=False:
-    never). Both give the windows of a sequential read, or fall back to one.
+    filters (seek.py); otherwise, with parallel=True, the file is read on every core
+    (parallel.py; memory then grows with the windows); by default sequentially, in bounded
+    memory. Both give the windows of a sequential read, or fall back to one.
     """
     counts = counts if counts is not None else ParseCounts()
     if follow:
@@ -299,14 +354,17 @@ def iter_windows(path: str, *, engine: str | None = None, year: int | None = Non
     if reader_out is not None:
         reader_out.append(lr)
     if not follow:
-        for raw in read_lines(path, lr.keywords, counts, at=lr.at):
-            yield from lr.feed(raw)
+        feed = lr.feed
+        for raw in read_lines(path, lr.keywords, counts, at=lr.at, tail=lr.tail):
+            out = feed(raw)
+            if out:  # most lines give no window (held, or the second line of one)
+                yield from out
         yield from lr.flush()
         return
     idle_polls = 0
-    base = 0  # offset of the block in the text followed (across rotations)
+    base = offset  # offset of the block in the text followed (across rotations)
     for block in follow_blocks(path, counts, stop=stop or (lambda: False), poll_s=poll_s,
-                               sleep=sleep):
+                               sleep=sleep, offset=offset):
         if block is None:
             idle_polls += 1
             if poll_s > 0 and idle_polls * poll_s >= IDLE_FLUSH_S:
@@ -314,8 +372,11 @@ def iter_windows(path: str, *, engine: str | None = None, year: int | None = Non
                 yield from lr.flush()
             continue
         idle_polls = 0
+        if isinstance(block, Tail):  # the last line, without its newline
+            lr.tail[0], lr.growing = True, block.growing
         for raw in _block_lines(block, len(block), lr.keywords, base, lr.at):
             yield from lr.feed(raw)
+        lr.tail[0] = lr.growing = False
         base += len(block)
     yield from lr.flush()
 
@@ -324,18 +385,23 @@ def _big_file(path: str, engine: str | None, year: int | None, counts: ParseCoun
               reader_out: list[LineReader] | None, selection: Selection | None,
               parallel: bool | None) -> Generator[EngineWindow, None, bool]:
     """Seek or parallel read of a big file; returns False when the caller reads it whole."""
-    from decodescope.telemetry.logs import parallel as par
-    from decodescope.telemetry.logs.seek import seek_windows
-
     eng = None if engine in (None, "auto") else engine
     if selection is not None and selection.active:
+        from decodescope.telemetry.logs.seek import seek_windows
+
         seeked = seek_windows(path, selection, engine=eng, year=year, counts=counts,
                               reader_out=reader_out)
         if seeked is not None:
             yield from seeked
             return True
-    if parallel is False or not (parallel or par.usable(os.path.getsize(path))):
+    # Only when asked (parallel=True): the workers hand back their windows whole, so memory
+    # grows with the log (1 GB peak for a 1 GiB log, issue 22), and on a busy machine it was
+    # slower than the sequential read; the sequential read keeps memory bounded.
+    if not parallel:
         return False
+    # imported here: it loads multiprocessing (~0.1 s), which a sequential read never needs
+    from decodescope.telemetry.logs import parallel as par
+
     windows = par.parallel_windows(path, engine=eng, year=year, counts=counts,
                                    reader_out=reader_out)
     if windows is None:

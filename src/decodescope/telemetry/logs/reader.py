@@ -30,6 +30,10 @@ from decodescope.telemetry.logs.parse_counts import ParseCounts
 
 READ_BYTES = 1 << 20  # read and search unit: stays in CPU cache across the keyword passes
 FOLLOW_POLL_S = 0.25  # how often follow mode looks for new data, rotation and truncation
+# A line longer than this is skipped and counted (ParseCounts.long_lines), never held whole: a
+# 300 MB line, or a small gzip that expands to 10 GiB without a newline, must not fill memory.
+# Stats lines are under 2 kB; request logs with long prompts stay far below it.
+MAX_LINE_BYTES = 4 << 20
 
 
 class _Buf(Protocol):
@@ -67,12 +71,13 @@ def _spans(buf: _Buf, start: int, end: int, keywords: tuple[bytes, ...]) -> list
 
 
 def _block_lines(buf: _Buf, end: int, keywords: Callable[[], tuple[bytes, ...]],
-                 base: int = 0, at: list[int] | None = None) -> Iterator[bytes | bytearray]:
-    """Candidate lines of buf[0:end]. When `keywords()` grows while they are handed out (a
+                 base: int = 0, at: list[int] | None = None,
+                 start: int = 0) -> Iterator[bytes | bytearray]:
+    """Candidate lines of buf[start:end]. When `keywords()` grows while they are handed out (a
     second engine found in the block: pipeline.LineReader), the rest of the block is searched
     again with the new keywords, so its other lines in this block are not missed."""
     kws = keywords()
-    starts, i = _spans(buf, 0, end, kws), 0
+    starts, i = _spans(buf, start, end, kws), 0
     while i < len(starts):
         s = starts[i]
         i += 1
@@ -90,29 +95,38 @@ def _block_lines(buf: _Buf, end: int, keywords: Callable[[], tuple[bytes, ...]],
 
 def read_lines(path: str, keywords: Callable[[], tuple[bytes, ...]],
                counts: ParseCounts, start: int = 0,
-               stop: int | None = None, at: list[int] | None = None
-               ) -> Iterator[bytes | bytearray]:
+               stop: int | None = None, at: list[int] | None = None,
+               tail: list[bool] | None = None) -> Iterator[bytes | bytearray]:
     """Candidate lines of a file (or of bytes [start, stop), both at line starts);
     `keywords()` is asked again for every block; `at[0]` is set to each line's byte offset
-    (in the decompressed text for a compressed file) before it is handed out.
+    (in the decompressed text for a compressed file) before it is handed out; `tail[0]` is
+    set True before the file's last line is handed out when it has no newline (a line the
+    writer may not have finished: pipeline.LineReader reads numbers from it only when it is
+    complete), False otherwise.
 
     Blocks are read into one reused buffer (no allocation per block), small enough to stay in
-    the CPU cache across the keyword passes. Lines are not counted (a newline count costs as
-    much as a keyword pass). A compressed file is read through its decompressor (only whole:
-    start 0, no stop); a damaged or cut one is read up to the damage (`counts.damaged`).
+    the CPU cache across the keyword passes; the buffer never grows past MAX_LINE_BYTES plus a
+    block: a longer line is skipped to its newline and counted (`counts.long_lines`). Lines
+    are not counted (a newline count costs as much as a keyword pass). A compressed file is
+    read through its decompressor (only whole: start 0, no stop), a block at a time (a gzip
+    bomb costs time, not memory); a damaged or cut one is read up to the damage
+    (`counts.damaged`).
     """
     buf = bytearray(2 * READ_BYTES)
     view = memoryview(buf)
     carry = 0
+    skipping = False  # inside an over-long line: drop bytes up to its newline
     kind = compression(path)
     if kind is not None and (start or stop is not None):
         raise ValueError("a compressed log is read whole")  # callers check compression()
+    if tail is not None:
+        tail[0] = False
     with open_log(path, kind) as f:
         pos = f.seek(start) if start else 0
         while True:
             if carry + READ_BYTES > len(buf):  # a line longer than a block: grow the buffer
                 view.release()
-                buf.extend(bytes(len(buf)))
+                buf.extend(bytes(min(len(buf), MAX_LINE_BYTES + READ_BYTES - len(buf))))
                 view = memoryview(buf)
             want = READ_BYTES if stop is None else min(READ_BYTES, stop - pos)
             try:
@@ -132,13 +146,29 @@ def read_lines(path: str, keywords: Callable[[], tuple[bytes, ...]],
             pos += got
             end = carry + got
             counts.bytes_read += got
-            cut = buf.rfind(b"\n", 0, end) + 1
+            first = 0
+            if skipping:
+                nl = buf.find(b"\n", 0, end)
+                if nl < 0:
+                    carry = 0
+                    continue
+                skipping, first = False, nl + 1
+            cut = buf.rfind(b"\n", first, end) + 1
             if cut:
-                yield from _block_lines(buf, cut, keywords, pos - end, at)
-                buf[0:end - cut] = view[cut:end]
-            carry = end - cut
+                yield from _block_lines(buf, cut, keywords, pos - end, at, first)
+                first = cut
+            carry = end - first
+            if carry >= MAX_LINE_BYTES:  # no newline in sight: skip this line, keep no copy
+                counts.long_lines += 1
+                skipping, carry = True, 0
+            elif carry and first:
+                buf[0:carry] = view[first:end]
     if carry:
+        if tail is not None:
+            tail[0] = True
         yield from _block_lines(buf, carry, keywords, pos - carry, at)
+        if tail is not None:
+            tail[0] = False
     view.release()
 
 
@@ -191,59 +221,97 @@ def check_followable(path: str) -> None:
                                 "to); read a compressed one without --follow")
 
 
+class Tail(bytes):
+    """The last line of a followed file, without its newline: `growing` True when the file
+    may still be written (the writer is mid-line: never read for numbers), False when the file
+    was replaced (rotation: the old file is finished)."""
+
+    growing: bool = True
+
+
+def _tail(data: bytes, growing: bool) -> Tail:
+    t = Tail(data)
+    t.growing = growing
+    return t
+
+
 def follow_blocks(path: str, counts: ParseCounts, *, stop: Callable[[], bool],
                   poll_s: float = FOLLOW_POLL_S, from_start: bool = True,
-                  sleep: Callable[[float], None] = time.sleep) -> Iterator[bytes | None]:
-    """Chunks of complete lines as the file grows; None after each idle poll.
+                  sleep: Callable[[float], object] = time.sleep, offset: int = 0
+                  ) -> Iterator[bytes | Tail | None]:
+    """Chunks of complete lines as the file grows; None after each idle poll; a `Tail` for a
+    last line without a newline (when `stop()` ends the tail: growing; at a rotation: the old
+    file's finished last line).
 
     Rotation: when `path` names a new file (inode change), the old one is read to its end
     and the new one from its start. Truncation: when the file shrinks below the read
-    position, reading restarts at 0. Ends when `stop()` is true (after a final partial line).
+    position, reading restarts at 0. `offset`: where to start (a line start). Ends when
+    `stop()` is true. A line longer than
+    MAX_LINE_BYTES is skipped to its newline and counted (`counts.long_lines`).
     """
     f = _open_wait(path, stop, poll_s, sleep)
     if f is None:
         return
     if not from_start:
         f.seek(0, os.SEEK_END)
+    elif offset:  # from a byte offset (a probe's tail starts at the size the log had)
+        f.seek(offset)
     rest = b""
+    skipping = False
+
+    def take(chunk: bytes) -> bytes:
+        """Complete lines of rest + chunk; keeps the unfinished line, bounded."""
+        nonlocal rest, skipping
+        counts.bytes_read += len(chunk)
+        if skipping:
+            nl = chunk.find(b"\n")
+            if nl < 0:
+                return b""
+            skipping, chunk = False, chunk[nl + 1:]
+        block = rest + chunk if rest else chunk
+        cut = block.rfind(b"\n") + 1
+        rest = block[cut:]
+        if len(rest) >= MAX_LINE_BYTES:
+            counts.long_lines += 1
+            rest, skipping = b"", True
+        return block[:cut]
+
     try:
         while True:
             chunk = f.read(READ_BYTES)
             if chunk:
-                counts.bytes_read += len(chunk)
-                block = rest + chunk
-                cut = block.rfind(b"\n") + 1
-                rest = block[cut:]
-                if cut:
-                    yield block[:cut]
+                done = take(chunk)
+                if done:
+                    yield done
                 continue
             if stop():
                 if rest:
-                    yield rest + b"\n"
+                    yield _tail(rest, growing=True)
                 return
             yield None
             sleep(poll_s)
             replaced, shrunk = _check(path, f)
             if replaced:
-                tail = f.read()  # whatever the old file got before it was replaced
-                if tail:
-                    counts.bytes_read += len(tail)
-                    block = rest + tail
-                    yield block if block.endswith(b"\n") else block + b"\n"
-                rest = b""
+                while chunk := f.read(READ_BYTES):  # what the old file got before it went
+                    done = take(chunk)
+                    if done:
+                        yield done
+                if rest:
+                    yield _tail(rest, growing=False)
+                rest, skipping = b"", False
                 f.close()
                 counts.rotations += 1
                 f = open(path, "rb")  # noqa: SIM115 — closed in finally / on next rotation
             elif shrunk:
                 counts.truncations += 1
-                rest = b""
+                rest, skipping = b"", False
                 f.seek(0)
     finally:
         f.close()
 
 
 def _open_wait(path: str, stop: Callable[[], bool], poll_s: float,
-               sleep: Callable[[float], None]) -> BinaryIO | None:
+               sleep: Callable[[float], object]) -> BinaryIO | None:
     while True:
         try:
             return open(path, "rb")  # noqa: SIM115 — the caller closes it

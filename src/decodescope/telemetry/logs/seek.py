@@ -1,4 +1,5 @@
-"""Seek to a `--since/--until` window by time instead of reading the whole log (vLLM logs).
+"""Seek to a `--since/--until` window by time instead of reading the whole log (vLLM and
+SGLang logs; llama.cpp stamps elapsed time only).
 
 Stats lines are written in time order, so the byte offset of a time is found by bisection:
 a probe at an offset reads the first stats line after it and its stamp. The range read then
@@ -24,12 +25,14 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 from decodescope.records.window import EngineWindow
-from decodescope.telemetry.logs import vllm
+from decodescope.telemetry.logs import sglang, vllm
 from decodescope.telemetry.logs.clock import Clock, stamp_fields
 from decodescope.telemetry.logs.parse_counts import ParseCounts
 from decodescope.telemetry.logs.pipeline import LineReader, Selection
 from decodescope.telemetry.logs.reader import read_lines
 from decodescope.telemetry.logs.segments import RangeInfo, copy_config, read_range, supported
+from decodescope.telemetry.logs.sglang import SglangAssembler
+from decodescope.telemetry.logs.vllm_windows import VllmAssembler
 
 SEEK_MIN_BYTES = 64 << 20  # smaller files are read whole: that takes well under a second
 HEAD_BYTES = 4 << 20  # the head read: engine, launch config, first window, first stamp
@@ -39,6 +42,8 @@ LOOKBACK_S = 600.0  # read from 10 min before --since: ≥ 4 stats lines of ever
 LOOKAHEAD_S = 120.0  # ... to 2 min after --until: spec lines and held windows come out
 ORDER_SLACK_S = 60.0  # engines (and DP ranks) print a little out of order: allowed
 STATS_KEY = vllm.STATS_KEY.encode()
+# The line a probe looks for, per engine: one per window, stamped.
+PROBE_KEYS = {"vllm": STATS_KEY, "sglang": sglang.DECODE_KEY.encode()}
 
 
 @dataclass(frozen=True)
@@ -68,6 +73,7 @@ class Head:
     first_window: EngineWindow | None
     end: int  # byte offset where the head read stopped (a line start)
     rule: YearRule
+    key: bytes = STATS_KEY  # the engine's probe keyword
 
 
 def read_head(path: str, engine: str | None, year: int | None, mtime: float | None,
@@ -76,25 +82,29 @@ def read_head(path: str, engine: str | None, year: int | None, mtime: float | No
     reader = LineReader(engine, Clock(year, mtime), ParseCounts())
     end = _line_start(path, min(size, HEAD_BYTES))
     first: EngineWindow | None = None
-    first_line: str | None = None
-    for raw in read_lines(path, reader.keywords, reader.counts, 0, end, at=reader.at):
-        if first_line is None and STATS_KEY in raw:
-            first_line = raw.decode("utf-8", "replace")
+    first_lines: dict[bytes, str] = {}
+    for raw in read_lines(path, reader.keywords, reader.counts, 0, end, at=reader.at,
+                          tail=reader.tail):
+        for key in PROBE_KEYS.values():
+            if key not in first_lines and key in raw:
+                first_lines[key] = raw.decode("utf-8", "replace")
         for w in reader.feed(raw):
             if first is None and w.t_end_s is not None:
                 first = w
     rule = YearRule(None, None)
+    key = PROBE_KEYS.get(reader.engine.name if reader.engine else "", STATS_KEY)
+    first_line = first_lines.get(key)
     if first_line is not None:
         f = stamp_fields(first_line)
         probe = Clock(year, mtime)
         if f is not None and probe.stamp(first_line) is not None:
             y0 = f[0] if f[0] is not None else probe.state()[0]
             rule = YearRule(f[1:], y0)
-    return Head(reader, first, end, rule)
+    return Head(reader, first, end, rule, key)
 
 
-def probe(f: BinaryIO, off: int, size: int, rule: YearRule, clock: Clock
-          ) -> tuple[int, float, int | None, int] | None:
+def probe(f: BinaryIO, off: int, size: int, rule: YearRule, clock: Clock,
+          key: bytes = STATS_KEY) -> tuple[int, float, int | None, int] | None:
     """(line offset, epoch s, year, month) of the first stamped stats line at or after the line
     start at/after `off`, within PROBE_BYTES; None when there is none."""
     f.seek(off)
@@ -105,7 +115,7 @@ def probe(f: BinaryIO, off: int, size: int, rule: YearRule, clock: Clock
         if nl < 0:
             return None
         base = nl + 1
-    i = buf.find(STATS_KEY, base)
+    i = buf.find(key, base)
     while i >= 0:
         s = buf.rfind(b"\n", 0, i) + 1
         e = buf.find(b"\n", i)
@@ -114,7 +124,7 @@ def probe(f: BinaryIO, off: int, size: int, rule: YearRule, clock: Clock
         got = rule.time_of(buf[s:e].decode("utf-8", "replace"), clock)
         if got is not None:
             return off + s, *got
-        i = buf.find(STATS_KEY, e)
+        i = buf.find(key, e)
     return None
 
 
@@ -134,13 +144,13 @@ def _line_start(path: str, off: int) -> int:
 
 
 def _bisect(f: BinaryIO, size: int, rule: YearRule, clock: Clock, target: float,
-            ) -> int | None:
+            key: bytes = STATS_KEY) -> int | None:
     """A line start before which every stats line is earlier than `target` and after which
     the first stats line is at or after it (time order assumed); None: a probe found nothing."""
     lo, hi = 0, size
     while hi - lo > PROBE_BYTES:
         mid = (lo + hi) // 2
-        p = probe(f, mid, size, rule, clock)
+        p = probe(f, mid, size, rule, clock, key)
         if p is None:
             return None
         if p[1] < target:
@@ -159,29 +169,29 @@ def seek_windows(path: str, selection: Selection, *, engine: str | None, year: i
         return None
     mtime = os.stat(path).st_mtime
     head = read_head(path, engine, year, mtime, size)
-    if head.first_window is None or not supported(head.reader) or head.rule.year0 is None:
+    if head.first_window is None or not _seekable(head.reader) or head.rule.year0 is None:
         return None
     w0 = head.first_window
     selection.resolve_at(w0.t_start_s if w0.t_start_s is not None else w0.t_end_s or 0.0)
     clock = Clock(year, mtime)
     with open(path, "rb") as f:
-        marks = [probe(f, k * size // ORDER_PROBES, size, head.rule, clock)
+        marks = [probe(f, k * size // ORDER_PROBES, size, head.rule, clock, head.key)
                  for k in range(ORDER_PROBES)]
         times = [m[1] for m in marks if m is not None]
         if any(b < a - ORDER_SLACK_S for a, b in zip(times, times[1:], strict=False)):
             return None  # not in time order: the bisection would not mean anything
         start, stop = 0, size
         if selection.since_s is not None:
-            lo = _bisect(f, size, head.rule, clock, selection.since_s - LOOKBACK_S)
+            lo = _bisect(f, size, head.rule, clock, selection.since_s - LOOKBACK_S, head.key)
             if lo is None:
                 return None
             start = lo
         if selection.until_s is not None:
-            hi = _bisect(f, size, head.rule, clock, selection.until_s + LOOKAHEAD_S)
+            hi = _bisect(f, size, head.rule, clock, selection.until_s + LOOKAHEAD_S, head.key)
             if hi is None:
                 return None
             stop = hi
-        start_state = probe(f, start, size, head.rule, clock) if start > 0 else None
+        start_state = probe(f, start, size, head.rule, clock, head.key) if start > 0 else None
     if start_state is not None:
         start = start_state[0]  # a stats line: never its spec line without it
     stop = _line_start(path, stop + PROBE_BYTES) if stop < size else size
@@ -195,16 +205,35 @@ def seek_windows(path: str, selection: Selection, *, engine: str | None, year: i
         reader = LineReader(head.reader.engine.name if head.reader.engine else None,
                             Clock(year, mtime), own)
         reader.clock.resume(start_state[2], start_state[3])
-        copy_config(head.reader, reader)
-    windows = list(read_range(path, reader, start, None if stop >= size else stop, start,
-                              RangeInfo()))
-    if not supported(reader) or not _trustworthy(windows, reader, head.reader, start):
+        if isinstance(head.reader.assembler, SglangAssembler):  # the launch config
+            asm = reader.assembler
+            asm._steps, asm.config_known = head.reader.assembler._steps, \
+                head.reader.assembler.config_known
+        else:
+            copy_config(head.reader, reader)
+    end = None if stop >= size else stop
+    if isinstance(head.reader.assembler, SglangAssembler):
+        # Each Decode line is its window; the state (the durations of the last 8 lines, the
+        # duplicate check) is rebuilt by the LOOKBACK_S of lines before `since`.
+        windows = [w for raw in read_lines(path, reader.keywords, own, start, end,
+                                           at=reader.at, tail=reader.tail)
+                   for w in reader.feed(raw)]
+        windows += reader.flush()
+    else:
+        windows = list(read_range(path, reader, start, end, start, RangeInfo()))
+    if not _seekable(reader) or not _trustworthy(windows, reader, head.reader, start):
         return None  # (a second engine in the range: the whole read reads it from its start)
     own.bytes_skipped = size - own.bytes_read
     counts.add(own)
     if reader_out is not None:
         reader_out.append(reader)
     return windows
+
+
+def _seekable(reader: LineReader) -> bool:
+    """A vLLM log read for vLLM alone (segments.supported), or an SGLang one."""
+    return supported(reader) or (isinstance(reader.assembler, SglangAssembler)
+                                 and not reader.others and not reader.counts.other_engines)
 
 
 def _trustworthy(windows: list[EngineWindow], reader: LineReader, head: LineReader,
@@ -220,7 +249,7 @@ def _trustworthy(windows: list[EngineWindow], reader: LineReader, head: LineRead
         if start > 0 and any(f == "k_from_config" or f.startswith("v0_") for f in w.flags) \
                 and not head.assembler.config_known:
             return False
-    if start == 0:
+    if start == 0 or not isinstance(head.assembler, VllmAssembler):
         return True
     head_keys = head.assembler._keys
     for key, k in reader.assembler._keys.items():

@@ -63,8 +63,7 @@ def signature(reader: LineReader) -> dict[str, Any]:
         "queue": tuple((p.key, p.pid, p.t_s, p.stats, p.spec, p.v0, tuple(p.flags))
                        for p in queue),
         "open": {pid: index.get(id(p)) for pid, p in asm._open.items()},
-        "keys": {k: (tuple(v.times), v.interval_s, v.default_s, v.guessed)
-                 for k, v in asm._keys.items()},
+        "keys": {k: v.state() for k, v in asm._keys.items()},
         "config": tuple(getattr(asm, f) for f in CONFIG_FIELDS),
         "v0": dict(asm._v0),
     }
@@ -111,7 +110,8 @@ def read_range(path: str, reader: LineReader, start: int, stop: int | None, warm
     keys0 = set(asm._keys) if asm else set()
     spec0 = asm.spec_lines if asm else 0
     released = 0  # windows released since `start` (skipped ones included)
-    for raw in read_lines(path, reader.keywords, counts, start, stop, at=reader.at):
+    for raw in read_lines(path, reader.keywords, counts, start, stop, at=reader.at,
+                          tail=reader.tail):
         for w in reader.feed(raw):
             released += 1
             if released > skip:
@@ -135,7 +135,8 @@ def read_range(path: str, reader: LineReader, start: int, stop: int | None, warm
         return
     reader.counts = ParseCounts()
     out: list[EngineWindow] = []
-    for raw in read_lines(path, reader.keywords, reader.counts, stop, at=reader.at):
+    for raw in read_lines(path, reader.keywords, reader.counts, stop, at=reader.at,
+                          tail=reader.tail):
         out += reader.feed(raw)
         if len(out) >= held:
             break

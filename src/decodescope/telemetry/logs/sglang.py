@@ -13,13 +13,12 @@ an idle period spans the idle time (flag `may_include_idle`).
 from __future__ import annotations
 
 import re
-import statistics
 from collections import deque
 from typing import NamedTuple
 
 from decodescope.records.window import EngineWindow
 from decodescope.telemetry.logs.clock import Clock
-from decodescope.telemetry.logs.fields import split_fields
+from decodescope.telemetry.logs.fields import fast_number, split_fields
 from decodescope.telemetry.logs.parse_counts import ParseCounts, Unparsed
 
 ENGINE = "sglang"
@@ -87,12 +86,12 @@ def parse(text: str, clock: Clock, counts: ParseCounts) -> SDecode | SConfig | U
     assert m is not None  # the pattern's only required part is the keyword found above
     f = split_fields(text[m.end():])
     printed: dict[str, float] = {}
-    for name in f:
+    for name, raw in f.items():
         key = FIELDS.get(name)
         if key is None:
             counts.unknown_fields[name] += 1
             continue
-        v = f.num(name)
+        v = fast_number(raw)
         if v is not None:
             printed[key] = v
     gen, running = printed.get("generation_throughput"), printed.get("running")
@@ -103,6 +102,16 @@ def parse(text: str, clock: Clock, counts: ParseCounts) -> SDecode | SConfig | U
     tag = _TAG.search(head)
     return SDecode(clock.stamp(head), (tag.group(1).strip() or None) if tag else None, running,
                    gen, printed.get("mal_reported"), printed.get("waiting"), printed)
+
+
+def complete(text: str, rec: SDecode | SConfig) -> bool:
+    """True when a line that may have been cut (no newline after it) is whole: only the
+    Decode lines that end with `#queue-req: N, ` (the separator after the last number) can
+    show it; a 2026 line ending `#queue-req: N` cannot (a cut there cannot be told)."""
+    if not isinstance(rec, SDecode):
+        return False
+    msg = text.rstrip(" \r\n")
+    return msg.endswith(",") and msg.rsplit(", ", 1)[-1].startswith("#queue-req: ")
 
 
 class _Tag:
@@ -143,6 +152,12 @@ class SglangAssembler:
         out.append(self._build(rec, d, diluted))
         return out
 
+    def spec_info(self) -> dict[str, object]:
+        """What the windows assumed: decode steps per line, from the launch line or the
+        default (said in a note: the windows' durations and step counts rest on it)."""
+        return {"decode_log_interval": self._steps,
+                "decode_log_interval_assumed": not self.config_known}
+
     def flush(self) -> list[EngineWindow]:
         out = []
         for st in self._tags.values():
@@ -177,5 +192,13 @@ class SglangAssembler:
 def _diluted(d: float | None, neighbours: list[float]) -> bool:
     if d is None or not neighbours:
         return False
-    typical = statistics.median(neighbours)
+    typical = _median(neighbours)
     return d > IDLE_DILUTION_FACTOR * typical + IDLE_DILUTION_SLACK_S
+
+
+def _median(xs: list[float]) -> float:
+    """statistics.median's arithmetic, without its generality (a few floats, per line)."""
+    data = sorted(xs)
+    n = len(data)
+    i = n // 2
+    return data[i] if n % 2 else (data[i - 1] + data[i]) / 2

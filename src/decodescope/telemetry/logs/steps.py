@@ -7,14 +7,18 @@ a match: drafts < steps, and drafts per second is *not* a step rate (a vLLM n-gr
 chat text drafted 0.8/s while it ran ~25 steps/s). vLLM's log lines carry no step counter and
 their generated tokens are rebuilt from the printed throughput × interval (inexact), so:
 
-- generated − accepted below the drafts (beyond rounding): the counts contradict each other;
-  the step rate is withheld (`basis` says why), never replaced by the draft rate;
+- generated − accepted below the drafts (beyond rounding, or for Prometheus windows beyond one
+  step of every running request at each end: counters a scrape can read between their
+  increments): the counts contradict each other; the step rate is withheld (`basis` says
+  why), never replaced by the draft rate;
 - generated − accepted ≈ drafts: every step drafts; steps = drafts (exact);
 - generated − accepted clearly above the drafts: not every step drafts; steps = generated −
   accepted, an estimate (`estimated` True) when the generated count was rebuilt;
 - drafts only (no generated count): unknown unless the stack drafts every step;
 - no drafts (0 drafts, or speculative decoding off): one token per step; engines that print MAL
-  only (SGLang): decode / MAL; else unknown.
+  only (SGLang): decode / MAL; else unknown;
+- 0 running at the line's time (requests that started and ended inside the window): the rate
+  per running request is unknown — withheld with that reason, never computed as if 1 ran.
 """
 
 from __future__ import annotations
@@ -37,6 +41,11 @@ class StepInfo:
     tokens_per_step: float | None = None  # generated / steps
     estimated: bool = False  # steps from generated tokens rebuilt from a printed throughput
     withheld: bool = False  # the counts contradict each other (steps < drafts)
+    zero_running: bool = False  # 0 running at the line's time: no per-request rate
+
+
+ZERO_RUNNING = ("unknown: 0 running at the line's time (its requests started and ended inside "
+                "the window): no rate per running request")
 
 
 def _rebuilt(w: EngineWindow) -> bool:
@@ -51,11 +60,21 @@ def _seconds(w: EngineWindow) -> float | None:
     return d if d else None
 
 
+def _scrape_skew_tokens(acc: int, drafts: int, running: float) -> float:
+    """How far generated − accepted may fall below the drafts in a Prometheus window by the
+    scrape alone: an engine increments its generation and speculative counters one after the
+    other, so a scrape can land between them, at each end of the window — at most one step's
+    tokens (1 + accepted per draft) of every running request per end."""
+    return max(0.5, 2.0 * (1.0 + acc / drafts) * max(running, 1.0))
+
+
 def step_info(w: EngineWindow, *, every_step_drafts: bool | None = None) -> StepInfo:
     """The step rate of one window and how it was obtained. `every_step_drafts`: what the
     stack is known to do (True: MTP / EAGLE; False: n-gram / suffix; None: unknown)."""
     d = _seconds(w)
-    running = w.running or 1.0
+    if w.running is not None and w.running <= 0:
+        return StepInfo(None, ZERO_RUNNING, zero_running=True)
+    running = w.running or 1.0  # not printed (None): the engine serves one request
     gen, acc, drafts = w.generation_tokens, w.accepted_tokens, w.drafts
     per_req = d * running if d else None
     drate = drafts / per_req if (drafts is not None and per_req) else None
@@ -67,7 +86,12 @@ def step_info(w: EngineWindow, *, every_step_drafts: bool | None = None) -> Step
             return StepInfo(None, "unknown: drafts only, no generated-token count", None, drate)
         steps = gen - acc
         rebuilt = _rebuilt(w)
-        tol = max(REBUILT_TOLERANCE_TOKENS, REBUILT_TOLERANCE * gen) if rebuilt else 0.5
+        if rebuilt:
+            tol = max(REBUILT_TOLERANCE_TOKENS, REBUILT_TOLERANCE * gen)
+        elif w.source == "prometheus":
+            tol = _scrape_skew_tokens(acc, drafts, running)
+        else:
+            tol = 0.5
         if steps < drafts - tol:
             return StepInfo(None, f"withheld: generated − accepted ({steps}) is below the "
                                   f"drafts ({drafts})", None, drate, withheld=True)

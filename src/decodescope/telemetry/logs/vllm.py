@@ -136,6 +136,29 @@ def parse(text: str, clock: Clock, counts: ParseCounts) -> Record | Unparsed | N
     return None
 
 
+# The field each format ends with, and how its value ends (a unit or a separator a cut number
+# cannot end with): a line without a newline is complete only when it ends so.
+_LAST_STATS = {"Prefix cache hit rate": ("%",), "CPU KV cache usage": ("%.",),
+               "External prefix cache hit rate": ("%",), "MM cache hit rate": ("%",),
+               "Corrupted": (" reqs",)}
+_LAST_SPEC = {"Avg Draft acceptance rate": ("%",), "Number of emitted tokens": (".",),
+              "Number of emitted tokens tokens": (".",)}
+
+
+def complete(text: str, rec: Record) -> bool:
+    """True when a line that may have been cut (no newline after it) is whole: it ends with
+    the last field of its format, unit included. V1-a ends with its ", " separator. V1-b and
+    V1-c end in a bare number or list (a cut there cannot be told): never complete."""
+    if isinstance(rec, VConfig):
+        return False
+    msg = text.rstrip(" \r\n")
+    if isinstance(rec, VSpec) and rec.variant == "v1-a":
+        return msg.endswith(",") and msg.rsplit(", ", 1)[-1].startswith("Number of draft tokens")
+    name, _, value = msg.rsplit(", ", 1)[-1].partition(": ")
+    ends = (_LAST_STATS if isinstance(rec, VStats) else _LAST_SPEC).get(name.strip())
+    return ends is not None and value.endswith(ends)
+
+
 def _head(text: str, i: int, clock: Clock) -> tuple[float | None, int | None, str]:
     head = text[:i]
     pid = None

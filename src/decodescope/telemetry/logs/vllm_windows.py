@@ -1,8 +1,15 @@
 """vLLM line records -> engine windows.
 
 One window per stats interval: the stats line at time t gives [t - interval, t] with
-generation_tokens = round(throughput * interval). The interval is the smallest spacing among
-the first lines of the same engine (pid + engine id); a lone line gets the version default.
+generation_tokens = round(throughput * interval). The interval is measured per engine (pid +
+engine id) from the spacing of its lines over the whole read, not guessed from the first
+ones: vLLM computes every interval (idle ones too) but hides idle lines, so spacings are
+multiples of the interval and the interval is the smallest spacing that recurs (1 s stamps:
+a spacing and the next second form one cluster; its most common value wins). Windows wait
+until DECIDE_LINES lines of their engine are seen (or the read ends). A later, smaller
+recurring spacing changes the interval from there on (flag `interval_changed`, counted in
+`interval_changes`); a window is never longer than the time since its engine's line before
+(windows never overlap). A lone line gets the version default (flag `interval_default`).
 A SpecDecoding line is paired with the preceding stats line of the same pid and timestamp; a
 spec line with no such stats line makes a window of its own (flag `spec_line_only`).
 Spec counts: drafts = round(Drafted / k), k = number of per-position rates (V1-c/V1-d) or
@@ -22,47 +29,81 @@ from decodescope.telemetry.logs.vllm import VConfig, VSpec, VStats
 # Default stats interval when spacing cannot tell: V1 VLLM_LOG_STATS_INTERVAL=10 s; early V1
 # `_LOCAL_LOGGING_INTERVAL_SEC = 5.0`; V0 local_interval 5 s.
 DEFAULT_INTERVAL_S = {"v1": 10.0, "v1-early": 5.0, "v0": 5.0, "spec-v1": 10.0, "spec-v0": 5.0}
-INTERVAL_LINES = 4  # decide an engine's interval from its first 4 lines (3 spacings)
+DECIDE_LINES = 8  # an engine's windows wait for this many of its lines (7 spacings)
+MIN_SUPPORT = 2  # a spacing must recur (a cluster of 2+) to be the interval
 MIN_INTERVAL_S = 1.0  # stamps have 1 s resolution; a smaller spacing is a duplicate
+SPACING_SLACK_S = 1.5  # 1 s stamps: a spacing this much below the interval is a shorter window
 PAIR_TOLERANCE_S = 1.0  # stats + spec lines of one interval are logged by one call
 MAL_PRINT_TOLERANCE = 0.011  # MAL printed with 2 decimals (±0.005) plus count rounding
-MAX_INTERVAL_FACTOR = 6.0  # a first spacing > 6x the default is idle time, not an interval
+MAX_INTERVAL_FACTOR = 6.0  # a spacing > 6x the default is idle time, not an interval
 MAX_HELD = 256  # windows held back waiting for an interval, before defaults are forced
+MAX_CHANGES_KEPT = 20  # interval changes listed (all are counted)
 
 
 class _Key:
-    __slots__ = ("times", "interval_s", "default_s", "guessed")
+    """One engine's line spacings and the interval they give."""
+
+    __slots__ = ("spacings", "interval_s", "default_s", "guessed", "last_t", "lines", "low")
 
     def __init__(self, default_s: float) -> None:
-        self.times: list[float] = []
+        self.spacings: dict[int, int] = {}  # spacing rounded to 1 s -> lines (bounded keys)
         self.interval_s: float | None = None
         self.default_s = default_s
         self.guessed = False
+        self.last_t: float | None = None
+        self.lines = 0
+        self.low = 1 << 30  # the smallest spacing counted (a change needs one below interval)
 
-    def note(self, t_s: float | None) -> None:
-        if self.interval_s is None and t_s is not None:
-            self.times.append(t_s)
-            if len(self.times) >= INTERVAL_LINES:
-                self.decide()
+    def note(self, t_s: float | None) -> float | None:
+        """Count one line; returns its spacing from the engine's line before (None: first)."""
+        if t_s is None:
+            return None
+        self.lines += 1
+        prev, self.last_t = self.last_t, t_s
+        if prev is None:
+            return None
+        gap = t_s - prev
+        r = round(gap)
+        if gap >= MIN_INTERVAL_S and r <= MAX_INTERVAL_FACTOR * self.default_s:
+            self.spacings[r] = self.spacings.get(r, 0) + 1
+            if r < self.low:
+                self.low = r
+        return gap
+
+    def estimate(self) -> float | None:
+        """The smallest recurring spacing (its cluster's most common value); with none
+        recurring (a short log), the smallest spacing; None without a spacing."""
+        sp = self.spacings
+        order = sorted(sp)
+        for v in order:
+            if sp[v] + sp.get(v + 1, 0) >= MIN_SUPPORT:
+                return float(v if sp[v] >= sp.get(v + 1, 0) else v + 1)
+        return float(order[0]) if order else None
+
+    def ready(self) -> bool:
+        return self.lines >= DECIDE_LINES
 
     def decide(self) -> float:
         if self.interval_s is None:
-            gaps = [b - a for a, b in zip(self.times, self.times[1:], strict=False) if b - a >= MIN_INTERVAL_S]
-            best = min(gaps) if gaps else None
-            self.guessed = best is None or best > MAX_INTERVAL_FACTOR * self.default_s
-            self.interval_s = self.default_s if self.guessed or best is None else best
-            self.times = []
+            best = self.estimate()
+            self.guessed = best is None
+            self.interval_s = self.default_s if best is None else best
         return self.interval_s
+
+    def state(self) -> tuple[object, ...]:
+        return (tuple(sorted(self.spacings.items())), self.interval_s, self.default_s,
+                self.guessed, self.last_t, self.lines, self.low)
 
 
 class _Proto:
-    __slots__ = ("key", "pid", "t_s", "stats", "spec", "v0", "flags")
+    __slots__ = ("key", "pid", "t_s", "stats", "spec", "v0", "flags", "spacing")
 
     def __init__(self, key: tuple[int | None, str | None], pid: int | None, t_s: float | None,
                  stats: VStats | None = None, spec: VSpec | None = None) -> None:
         self.key, self.pid, self.t_s, self.stats, self.spec = key, pid, t_s, stats, spec
         self.v0: tuple[int, int, int] | None = None
         self.flags: list[str] = []
+        self.spacing: float | None = None  # time since the engine's line before
 
 
 class VllmAssembler:
@@ -80,6 +121,10 @@ class VllmAssembler:
         self.spec_lines = 0  # SpecDecoding / Speculative metrics lines read
         self.config_known = False  # k known from spec lines: stop searching launch config
         self._v0: dict[int | None, tuple[str, tuple[int, int, int]]] = {}  # pid -> (mode, last)
+        # (engine key, line time, interval before, interval after), the first few; all counted
+        self.interval_changes: list[tuple[tuple[int | None, str | None], float | None, float,
+                                          float]] = []
+        self.interval_change_count = 0
 
     def feed(self, rec: VStats | VSpec | VConfig) -> list[EngineWindow]:
         if isinstance(rec, VConfig):
@@ -119,17 +164,21 @@ class VllmAssembler:
     def spec_info(self) -> dict[str, object]:
         """What the log says about speculative decoding: method and k (None: not logged),
         and `off` when the log has no speculative line and no speculative launch config."""
-        return {"method": self.spec_method, "k": self._k_lines or self._k_config,
-                "lines": self.spec_lines,
-                "off": self.spec_lines == 0 and not (self.spec_configured and self._k_config)}
+        out: dict[str, object] = {
+            "method": self.spec_method, "k": self._k_lines or self._k_config,
+            "lines": self.spec_lines,
+            "off": self.spec_lines == 0 and not (self.spec_configured and self._k_config)}
+        if self.interval_change_count:
+            out["interval_changes"] = [(t, a, b) for _, t, a, b in self.interval_changes]
+        return out
 
     def _add(self, key: tuple[int | None, str | None], pid: int | None, t_s: float | None,
              default_s: float) -> _Proto:
         k = self._keys.get(key)
         if k is None:
             k = self._keys[key] = _Key(default_s)
-        k.note(t_s)
         p = _Proto(key, pid, t_s)
+        p.spacing = k.note(t_s)
         self._queue.append(p)
         return p
 
@@ -138,7 +187,7 @@ class VllmAssembler:
         q = self._queue
         while q:
             p = q[0]
-            waiting = self._open.get(p.pid) is p or self._keys[p.key].interval_s is None
+            waiting = self._open.get(p.pid) is p or not self._keys[p.key].ready()
             if waiting and not force and len(q) <= MAX_HELD:
                 break
             q.popleft()
@@ -162,9 +211,29 @@ class VllmAssembler:
         self._v0[sp.pid] = (mode, cur)
         return delta
 
+    def _interval(self, p: _Proto) -> float:
+        """The engine's interval at this window: decided once, changed when a smaller spacing
+        recurs later (a restart with another VLLM_LOG_STATS_INTERVAL, or first lines spaced
+        by idle intervals); never longer than the spacing to the engine's line before."""
+        key = self._keys[p.key]
+        was = key.interval_s
+        interval = key.decide()
+        # the estimate can only fall below the interval once a spacing below it was counted
+        now = key.estimate() if key.low < interval - SPACING_SLACK_S else None
+        if was is not None and now is not None and now < interval - SPACING_SLACK_S:
+            key.interval_s, key.guessed = now, False
+            self.interval_change_count += 1
+            if len(self.interval_changes) < MAX_CHANGES_KEPT:
+                self.interval_changes.append((p.key, p.t_s, interval, now))
+            p.flags.append("interval_changed")
+            interval = now
+        if p.spacing is not None and MIN_INTERVAL_S <= p.spacing < interval - SPACING_SLACK_S:
+            return float(round(p.spacing))  # a line sooner than one interval: no overlap
+        return interval
+
     def _build(self, p: _Proto) -> EngineWindow:
         key = self._keys[p.key]
-        interval = key.decide()
+        interval = self._interval(p)
         flags = p.flags
         if key.guessed:
             flags.append("interval_default")

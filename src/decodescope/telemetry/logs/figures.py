@@ -1,0 +1,188 @@
+"""One figure of a log summary (decode rate, MAL, step rate ... per window), in bounded memory.
+
+A log of any size sums up in the same memory: the values are kept exactly up to EXACT_MAX
+(the summary is then Summary.of's, exact), beyond that they go into log-spaced buckets of
+relative width GAMMA - 1 (a DDSketch-like histogram: at most a few thousand buckets for any
+spread of values). Then n, mean, stdev (Welford), min and max stay exact, and the median,
+MAD and percentiles are within REL_ERROR of the exact ones (`approx` says so). A 1 GiB vLLM
+log has ~370,000 windows, an SGLang one ~860,000: they sum up in ~1 MB per figure, not 8 bytes
+x windows (+ 32 bytes x windows while sorting) as before.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from typing import Any
+
+from decodescope.records.summary import Summary
+
+EXACT_MAX = 1 << 17  # values kept exactly (1 MiB): every test log and a day of 10 s windows
+GAMMA = 1.001  # bucket width: a value is represented within 0.05 % of itself
+REL_ERROR = GAMMA - 1  # median and percentiles (half of it), MAD (med's error plus its own)
+_LOG_G = math.log(GAMMA)
+
+
+class Figure:
+    __slots__ = ("_xs", "_pos", "_neg", "_zero", "n", "_mean", "_m2", "min", "max")
+
+    def __init__(self) -> None:
+        self._xs: array[float] | None = array("d")
+        self._pos: dict[int, int] = {}
+        self._neg: dict[int, int] = {}
+        self._zero = 0
+        self.n = 0
+        self._mean = self._m2 = 0.0
+        self.min = math.inf
+        self.max = -math.inf
+
+    def __len__(self) -> int:
+        return len(self._xs) if self._xs is not None else self.n
+
+    @property
+    def approx(self) -> bool:
+        return self._xs is None
+
+    def append(self, x: float) -> None:
+        if x != x:  # NaN: no value
+            return
+        xs = self._xs
+        if xs is not None:  # exact: the summary is computed from the values at the end
+            xs.append(x)
+            if len(xs) > EXACT_MAX:
+                self._to_buckets(xs)
+            return
+        self.n += 1
+        d = x - self._mean
+        self._mean += d / self.n
+        self._m2 += d * (x - self._mean)
+        if x < self.min:
+            self.min = x
+        if x > self.max:
+            self.max = x
+        self._bucket(x)
+
+    def _to_buckets(self, xs: array[float]) -> None:
+        self._xs = None
+        self.n = len(xs)
+        self._mean = math.fsum(xs) / self.n
+        self._m2 = math.fsum((v - self._mean) ** 2 for v in xs)
+        self.min, self.max = min(xs), max(xs)
+        for v in xs:
+            self._bucket(v)
+
+    def _bucket(self, x: float) -> None:
+        if x > 0:
+            k = math.floor(math.log(x) / _LOG_G)
+            self._pos[k] = self._pos.get(k, 0) + 1
+        elif x < 0:
+            k = math.floor(math.log(-x) / _LOG_G)
+            self._neg[k] = self._neg.get(k, 0) + 1
+        else:
+            self._zero += 1
+
+    def summary(self) -> Summary | None:
+        if self._xs is not None:
+            from decodescope.telemetry.logs.accumulate import summary_of
+
+            return summary_of(self._xs)
+        vals = self._values()
+        med = _quantile(vals, self.n, 50.0)
+        devs = sorted((abs(v - med), c) for v, c in vals)
+        return Summary(
+            n=self.n, mean=self._mean,
+            stdev=math.sqrt(self._m2 / (self.n - 1)) if self.n > 1 else None,
+            median=med, mad=_quantile(devs, self.n, 50.0),
+            p5=_quantile(vals, self.n, 5.0), p95=_quantile(vals, self.n, 95.0),
+            p99=_quantile(vals, self.n, 99.0), min=self.min, max=self.max,
+        )
+
+    def _values(self) -> list[tuple[float, int]]:
+        """(representative value, count) ascending; representatives clamped to [min, max]."""
+        lo, hi = self.min, self.max
+        out = [(min(max(-GAMMA ** (k + 0.5), lo), hi), c)
+               for k, c in sorted(self._neg.items(), reverse=True)]
+        if self._zero:
+            out.append((0.0, self._zero))
+        out += [(min(max(GAMMA ** (k + 0.5), lo), hi), c) for k, c in sorted(self._pos.items())]
+        return out
+
+
+def _quantile(vals: list[tuple[float, int]], n: int, q: float) -> float:
+    """Linear-interpolated percentile (as records.summary.percentile) over (value, count)."""
+    pos = (n - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, n - 1)
+    a = b = None
+    seen = 0
+    for v, c in vals:
+        seen += c
+        if a is None and lo < seen:
+            a = v
+        if hi < seen:
+            b = v
+            break
+    assert a is not None and b is not None
+    return a + (b - a) * (pos - lo)
+
+
+def extend(fig: Figure, values: Any) -> None:
+    """fig.append(x) for each x of `values` (a float numpy array), in order, leaving the same
+    state: NaN skipped; exact up to EXACT_MAX values, then Welford's update one value at a
+    time (its rounding is sequential) and the same buckets."""
+    import numpy as np
+
+    xs = values[~np.isnan(values)]
+    if not xs.size:
+        return
+    if fig._xs is not None:
+        room = EXACT_MAX + 1 - len(fig._xs)
+        fig._xs.frombytes(np.ascontiguousarray(xs[:room], dtype=np.float64).tobytes())
+        xs = xs[room:]
+        if len(fig._xs) <= EXACT_MAX:
+            return
+        _to_buckets(fig, np.frombuffer(fig._xs, np.float64))
+        if not xs.size:
+            return
+    vals = xs.tolist()
+    mean, m2 = fig._mean, fig._m2
+    for n, x in enumerate(vals, fig.n + 1):
+        d = x - mean
+        mean += d / n
+        m2 += d * (x - mean)
+    fig.n, fig._mean, fig._m2 = fig.n + len(vals), mean, m2
+    lo, hi = min(vals), max(vals)
+    if lo < fig.min:
+        fig.min = lo
+    if hi > fig.max:
+        fig.max = hi
+    _buckets(fig, xs)
+
+
+def _to_buckets(fig: Figure, xs: Any) -> None:
+    """Figure._to_buckets of a numpy array: the same n, mean, M2, min, max and buckets."""
+    fig._xs = None
+    vals = xs.tolist()
+    fig.n = len(vals)
+    fig._mean = mean = math.fsum(vals) / fig.n
+    fig._m2 = math.fsum([(v - mean) ** 2 for v in vals])
+    fig.min, fig.max = min(vals), max(vals)
+    _buckets(fig, xs)
+
+
+def _buckets(fig: Figure, xs: Any) -> None:
+    """Figure._bucket of each value of a numpy array."""
+    import numpy as np
+
+    for part, counts in ((xs[xs > 0], fig._pos), (-xs[xs < 0], fig._neg)):
+        if not part.size:
+            continue
+        q = np.log(part) / _LOG_G
+        k = np.floor(q)
+        near = np.flatnonzero((q - k < 1e-9) | (k + 1 - q < 1e-9))
+        for i in near.tolist():  # numpy's log may differ from math.log in the last bit
+            k[i] = math.floor(math.log(float(part[i])) / _LOG_G)
+        keys, cnt = np.unique(k.astype(np.int64), return_counts=True)
+        for key, c in zip(keys.tolist(), cnt.tolist(), strict=True):
+            counts[key] = counts.get(key, 0) + c
+    fig._zero += int(np.count_nonzero(xs == 0))

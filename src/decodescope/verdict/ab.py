@@ -1,0 +1,386 @@
+"""The interleaved A/B test: paired statistics over pairs of trials, with a sequential stop.
+
+Each pair is one trial on A and one on B taken back to back, in alternating order
+(A B, B A, A B, …), and contributes d = ln(rate_B) − ln(rate_A). Drift of the machine, the
+network and the time of day falls on both trials of a pair alike, and a drift that is linear
+within two trials enters the pairs with alternating sign, so it cancels in their mean and only
+widens their spread (honestly: it is then in the sd).
+
+**Method: a group-sequential design with Bonferroni-adjusted repeated confidence intervals**
+(Jennison & Turnbull, *Group Sequential Methods*, 2000, ch. 9). The test looks after
+`min_pairs` pairs and then at `n_looks` − 1 more pair counts spaced geometrically up to
+`max_pairs` (default 6, 9, 13, 19, 27, 40): K looks planned in advance. At each look the interval of the mean of d is a Student t interval at level
+1 − α/K. By the union bound the chance that any of the K intervals misses the true difference
+— in particular that identical stacks read "beyond noise" at any look — is at most α, however
+the looks are correlated and whichever look stops the test. It is more conservative than a
+Pocock or O'Brien–Fleming boundary (which need the correlation of the looks, known only for
+normal data with a known variance) and holds for the t statistics of small samples as they
+are. The stop never decides on fewer than `min_pairs` pairs.
+
+Stop at a look when:
+
+* the interval excludes 0 and |change| ≥ the minimum effect → REGRESSION / IMPROVEMENT;
+* the interval lies inside ±minimum effect → NO_CHANGE (a change that matters is ruled out);
+* otherwise go on; at the last look: beyond noise but below the minimum effect → NO_CHANGE,
+  else INCONCLUSIVE with the pairs that would decide it (from the measured pair sd).
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from decodescope.records.evidence import EvidenceRow, EvidenceStatus
+from decodescope.verdict import thresholds as th
+from decodescope.verdict.stats import pct
+
+# "N A/B pairs for ±5 %": the user's question is "is the new stack slower by 5 %?"
+HINT_HALF_WIDTH = 0.05
+
+LookDecision = Literal["change", "equivalent", "below_min_effect", "continue", "undecided"]
+
+
+@dataclass(frozen=True)
+class Design:
+    """The planned looks and their error control."""
+
+    alpha: float = th.AB_ALPHA
+    min_pairs: int = th.AB_MIN_PAIRS
+    max_pairs: int = th.AB_MAX_PAIRS
+    n_looks: int = th.AB_LOOKS
+    min_effect: float = th.MIN_EFFECT
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.alpha < 1.0:
+            raise ValueError("alpha must be in (0, 1)")
+        if self.min_pairs < 3:
+            raise ValueError("min_pairs must be at least 3 (the pair sd needs 2 df)")
+        if self.max_pairs < self.min_pairs:
+            raise ValueError("max_pairs must be at least min_pairs")
+        if self.n_looks < 1:
+            raise ValueError("n_looks must be at least 1")
+
+    def looks(self) -> list[int]:
+        """Pair counts at which the test looks: min_pairs … max_pairs, geometrically spaced."""
+        k, lo, hi = self.n_looks, self.min_pairs, self.max_pairs
+        if k == 1 or hi == lo:
+            return [hi]
+        ratio = hi / lo
+        out = sorted({round(lo * ratio ** (i / (k - 1))) for i in range(k)})
+        return out
+
+    @property
+    def level(self) -> float:
+        """Confidence level of each look's interval: 1 − α/K."""
+        return 1.0 - self.alpha / len(self.looks())
+
+    def describe(self) -> str:
+        k = len(self.looks())
+        at = ", ".join(map(str, self.looks()))
+        return (f"group-sequential, {k} looks (after {at} pairs), Bonferroni: each interval "
+                f"at {100 * self.level:.2f} %, "
+                f"false-alarm rate ≤ {self.alpha:.0%} over all looks")
+
+
+def t_crit(level: float, df: int) -> float:
+    from scipy.stats import t
+
+    return float(t.ppf(0.5 + level / 2.0, df))
+
+
+@dataclass(frozen=True)
+class Look:
+    pairs: int
+    mean: float  # mean log ratio B/A
+    sd: float  # sd of the pair log ratios
+    lo: float  # interval of the mean log ratio, at the design's per-look level
+    hi: float
+    decision: LookDecision
+
+    @property
+    def rel(self) -> float:
+        return math.expm1(self.mean)
+
+    @property
+    def rel_lo(self) -> float:
+        return math.expm1(self.lo)
+
+    @property
+    def rel_hi(self) -> float:
+        return math.expm1(self.hi)
+
+    def describe(self) -> str:
+        return (f"{pct(self.rel)} (interval {pct(self.rel_lo)} … {pct(self.rel_hi)}) after "
+                f"{self.pairs} pairs")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "rel": self.rel, "rel_lo": self.rel_lo, "rel_hi": self.rel_hi}
+
+
+def look(log_ratios: Sequence[float], design: Design, *, final: bool = False) -> Look:
+    """The interval after these pairs and what it decides."""
+    n = len(log_ratios)
+    if n < 2:
+        raise ValueError("a look needs at least 2 pairs")
+    m = statistics.fmean(log_ratios)
+    sd = statistics.stdev(log_ratios)
+    half = t_crit(design.level, n - 1) * sd / math.sqrt(n)
+    lo, hi = m - half, m + half
+    edge = math.log1p(design.min_effect)
+    low_edge = math.log1p(-design.min_effect)
+    decision: LookDecision
+    if n < design.min_pairs:
+        decision = "continue"
+    elif (lo > 0.0 or hi < 0.0) and abs(math.expm1(m)) >= design.min_effect:
+        decision = "change"
+    elif lo > low_edge and hi < edge:
+        decision = "equivalent"
+    elif not final:
+        decision = "continue"
+    elif lo > 0.0 or hi < 0.0:
+        decision = "below_min_effect"
+    else:
+        decision = "undecided"
+    return Look(n, m, sd, lo, hi, decision)
+
+
+def step(log_ratios: Sequence[float], design: Design) -> Look | None:
+    """What the test says with these pairs so far: None between looks (keep going), else the
+    look at this pair count (its decision "continue" when it does not stop)."""
+    n = len(log_ratios)
+    if n not in design.looks():
+        return None
+    return look(log_ratios, design, final=n >= design.max_pairs)
+
+
+def run_sequential(log_ratios: Sequence[float], design: Design) -> Look | None:
+    """Replay the test over a finished sequence of pairs: the look that stopped it, or the last
+    look reached (None when fewer than min_pairs pairs)."""
+    last = None
+    for n in design.looks():
+        if n > len(log_ratios):
+            break
+        last = look(log_ratios[:n], design, final=n >= design.max_pairs)
+        if last.decision != "continue":
+            return last
+    return last
+
+
+def pairs_needed(pair_sd: float, half_width: float, design: Design) -> int | None:
+    """Pairs for an interval of ±half_width (relative) at the design's per-look level, given
+    the sd of the pair log ratios: the smallest n with t(n − 1)·sd/√n ≤ ln(1 + half_width);
+    None beyond MAX_TRIALS_SUGGESTED."""
+    target = math.log1p(half_width)
+    if pair_sd <= 0.0:
+        return design.min_pairs
+    z = statistics.NormalDist().inv_cdf(0.5 + design.level / 2.0)
+    n = max(design.min_pairs, math.ceil((z * pair_sd / target) ** 2))
+    while n <= th.MAX_TRIALS_SUGGESTED:
+        if t_crit(design.level, n - 1) * pair_sd / math.sqrt(n) <= target:
+            return n
+        n += 1
+    return None
+
+
+def verdict_kind(lk: Look) -> str:
+    """The triage verdict a look's decision maps to (B is the current side, A the baseline)."""
+    if lk.decision == "change":
+        return "REGRESSION" if lk.mean < 0 else "IMPROVEMENT"
+    if lk.decision in ("equivalent", "below_min_effect"):
+        return "NO_CHANGE"
+    return "INCONCLUSIVE"
+
+
+# -- the verdict of an A/B ---------------------------------------------------------------------
+def same_host(fp_a: dict[str, Any] | None, fp_b: dict[str, Any] | None) -> str | None:
+    """The host both endpoints' server processes run on, when the fingerprints show one (a
+    local process found behind each endpoint, on the same hostname); None otherwise."""
+    def local_host(fp: dict[str, Any] | None) -> str | None:
+        if not isinstance(fp, dict):
+            return None
+        secs = fp.get("sections") or {}
+        pid = (secs.get("process") or {}).get("pid") or {}
+        host = (secs.get("host") or {}).get("hostname") or {}
+        if pid.get("status") != "collected" or host.get("status") != "collected":
+            return None
+        return str(host.get("value"))
+
+    ha, hb = local_host(fp_a), local_host(fp_b)
+    return ha if ha is not None and ha == hb else None
+
+
+SHARED_HOST_MEANING = (
+    "both endpoints run on one host ({host}): they share its CPU, memory bandwidth and "
+    "accelerators. Interleaving probes one side at a time, so each trial sees the other "
+    "server idle — but anything the idle server still does (a background task, its own "
+    "polling, another client) slows the side being measured, and the difference found is "
+    "the difference on this shared host, not that of each stack alone")
+
+
+@dataclass(frozen=True)
+class ABVerdict:
+    kind: str  # NO_CHANGE | REGRESSION | IMPROVEMENT | INCONCLUSIVE (B is current, A baseline)
+    cause: str | None
+    headline: str
+    lines: tuple[str, ...]
+    look: Look | None
+    looks: tuple[Look, ...]
+    log_ratios: tuple[float, ...]
+    orders: tuple[str, ...]
+    design: Design
+    stopped: str
+    run_a: int
+    run_b: int
+    urls: tuple[str | None, str | None]
+    host: str | None  # the shared host, when both endpoints run on one
+    fingerprints: tuple[dict[str, Any] | None, dict[str, Any] | None]
+    evidence: tuple[Any, ...]  # EvidenceRow of the two runs' triage (fingerprint diff, …)
+    pairs_for_hint: int | None
+    seconds: float
+
+    @property
+    def exit_code(self) -> int:
+        from decodescope.verdict import for_verdict
+
+        return int(for_verdict(self.kind))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "verdict": self.kind, "cause": self.cause, "exit_code": self.exit_code,
+            "headline": self.headline, "lines": list(self.lines),
+            "pairs": len(self.log_ratios), "stopped": self.stopped,
+            "method": self.design.describe(), "design": asdict(self.design),
+            "look": self.look.to_dict() if self.look else None,
+            "looks": [x.to_dict() for x in self.looks],
+            "log_ratios": list(self.log_ratios), "orders": list(self.orders),
+            "run_a": self.run_a, "run_b": self.run_b, "url_a": self.urls[0],
+            "url_b": self.urls[1], "same_host": self.host,
+            "fingerprints": {"A": self.fingerprints[0], "B": self.fingerprints[1]},
+            "evidence": [r.to_dict() for r in self.evidence],
+            "pairs_for_5pct": self.pairs_for_hint, "seconds": self.seconds,
+        }
+
+
+def ab_verdict(log_ratios: Sequence[float], orders: Sequence[str], looks: Sequence[Look],
+               design: Design, *, stopped: str, run_a: int, run_b: int,
+               urls: tuple[str | None, str | None],
+               fingerprints: tuple[dict[str, Any] | None, dict[str, Any] | None],
+               runs_verdict: Any | None, seconds: float = 0.0) -> ABVerdict:
+    """The A/B's verdict and its words. `runs_verdict` is triage of the two stored runs (B
+    against A): its cause (step rate / acceptance) names what carries a decided change when it
+    agrees in direction, and its evidence rows (caliber, fingerprint diff) are shown."""
+    lk = looks[-1] if looks else None
+    n = len(log_ratios)
+    kind = verdict_kind(lk) if lk is not None else "INCONCLUSIVE"
+    cause = None
+    if kind in ("REGRESSION", "IMPROVEMENT"):
+        cause = "decode rate"
+        if runs_verdict is not None and runs_verdict.kind == kind and runs_verdict.cause:
+            cause = runs_verdict.cause
+    sd = statistics.stdev(log_ratios) if n >= 2 else None
+    hint = pairs_needed(sd, HINT_HALF_WIDTH, design) if sd is not None else None
+    level = f"{100 * design.level:.2f} %"
+    if lk is None:
+        head = (f"INCONCLUSIVE — {n} pair{'s' if n != 1 else ''}: the test looks first after "
+                f"{design.min_pairs} pairs.")
+    elif kind in ("REGRESSION", "IMPROVEMENT"):
+        head = (f"{kind} ({cause}) — B is {'slower' if lk.mean < 0 else 'faster'} than A: "
+                f"decode {lk.describe()}, interval at {level}; decided at a planned look.")
+    elif lk.decision == "equivalent":
+        head = (f"NO CHANGE — decode {lk.describe()}, interval at {level} inside "
+                f"±{design.min_effect:.0%}: a change of the minimum effect is ruled out.")
+    elif lk.decision == "below_min_effect":
+        head = (f"NO CHANGE — decode {lk.describe()}: beyond noise but below the "
+                f"{design.min_effect:.0%} minimum effect.")
+    else:
+        head = (f"INCONCLUSIVE — decode {lk.describe()}, interval at {level}: neither a "
+                f"change of ≥ {design.min_effect:.0%} nor its absence is shown.")
+    lines = [f"Method: {design.describe()}; pairs in order "
+             f"{' '.join(orders[:8])}{' …' if len(orders) > 8 else ''}; "
+             "statistic: ln(B/A) of each pair's client steady-state decode rates."]
+    if sd is not None:
+        lines.append(f"Pair log-ratio sd {100 * sd:.1f} %"
+                     + (f"; about {hint} pairs give ±{HINT_HALF_WIDTH:.0%} at this sd."
+                        if hint else "."))
+    if kind == "INCONCLUSIVE" and lk is not None and sd is not None:
+        lines.append(decide_hint(lk, sd, design, hint))
+    host = same_host(*fingerprints)
+    if host is not None:
+        lines.append("Shared host: " + SHARED_HOST_MEANING.format(host=host) + ".")
+    ev = ab_evidence(tuple(getattr(runs_verdict, "evidence", ()) or ()), lk, n, level)
+    return ABVerdict(kind, cause, head, tuple(lines), lk, tuple(looks), tuple(log_ratios),
+                     tuple(orders), design, stopped, run_a, run_b, urls, host, fingerprints,
+                     ev, hint, seconds)
+
+
+_LOOK_WORDS = {"change": "yes", "equivalent": "no", "below_min_effect": "no",
+               "undecided": "undecided", "continue": "undecided"}
+
+
+def ab_evidence(rows: Sequence[EvidenceRow], lk: Look | None, n: int,
+                level: str) -> tuple[EvidenceRow, ...]:
+    """The two runs' evidence rows as the A/B shows them. The decode rate is decided once, by
+    the paired client statistic of the headline: the runs' own decode row (an unpaired
+    comparison, the engine's number where it has one) would state the same quantity a second
+    time with another number, so the A/B's row replaces it. Two servers side by side are not
+    a restart: that row says what they are."""
+    out: list[EvidenceRow] = []
+    for r in rows:
+        if r.check.startswith("decode rate changed?"):
+            if lk is None:
+                res = f"undecided: {n} pair{'s' if n != 1 else ''}, before the first look"
+            else:
+                res = (f"{_LOOK_WORDS.get(lk.decision, 'undecided')}: {lk.describe()}, "
+                       f"interval at {level}")
+            status: EvidenceStatus = ("changed" if lk is not None and lk.decision == "change"
+                                      else "same" if lk is not None and _LOOK_WORDS.get(
+                                          lk.decision) == "no" else "unknown")
+            out.append(EvidenceRow("decode rate changed? (client, paired ln(B/A))", res,
+                                   status))
+        elif r.check.startswith("did the server restart?"):
+            out.append(EvidenceRow("two servers?", "yes: A and B are separate server processes "
+                                   "probed in turn (an A/B, not a restart)", "changed"))
+        else:
+            out.append(r)
+    return tuple(out)
+
+
+def decide_hint(lk: Look, sd: float, design: Design, hint: int | None) -> str:
+    """What would decide an INCONCLUSIVE A/B, from the measured pair sd: the pairs for the
+    wider of the intervals that would decide at the measured difference, and for ±5 %."""
+    m = abs(lk.rel)
+    # the wider of the two intervals that would decide: one that rules out the minimum effect
+    # around the measured difference, or one that excludes 0 (a change, or one below the
+    # minimum effect)
+    target, goal = max((design.min_effect - m, f"rules out a change of ≥ {design.min_effect:.0%} "
+                                               f"around the measured {pct(lk.rel)}"),
+                       (m, f"excludes 0 at the measured {pct(lk.rel)}"))
+    n = pairs_needed(sd, target, design) if target > 0.001 else None
+    first = (f"about {n} pairs in all at this pair sd ({100 * sd:.1f} %) for an interval of "
+             f"±{100 * target:.1f} % that {goal} (--max-pairs {n})" if n is not None else
+             f"more than {th.MAX_TRIALS_SUGGESTED} pairs at this pair sd ({100 * sd:.1f} %) "
+             f"to decide against the {design.min_effect:.0%} minimum effect")
+    five = f"; ±{HINT_HALF_WIDTH:.0%} takes about {hint} pairs" if hint else ""
+    return (f"What would decide it: {first}{five}; or a larger --min-effect, or a quieter "
+            "host (the pair sd sets the count).")
+
+
+def render_ab(v: ABVerdict) -> str:
+    out = [v.headline + f" (exit {v.exit_code})", *(f"  {x}" for x in v.lines), ""]
+    out.append(f"A: run {v.run_a} {v.urls[0] or ''}")
+    out.append(f"B: run {v.run_b} {v.urls[1] or ''}")
+    if v.looks:
+        out += ["", "Looks (pairs: B vs A, interval):"]
+        out += [f"  {x.pairs:>3}: {pct(x.rel)} ({pct(x.rel_lo)} … {pct(x.rel_hi)}) → "
+                f"{x.decision}" for x in v.looks]
+    if v.evidence:
+        out += ["", "Evidence (the two runs, B against A):"]
+        width = max(len(r.check) for r in v.evidence)
+        out += [f"  {r.check:<{width}}  {r.result}" for r in v.evidence]
+    out += ["", f"Both runs are stored: decodescope triage {v.run_b} --baseline {v.run_a}"]
+    return "\n".join(out)

@@ -1,0 +1,53 @@
+"""One way to a verdict: triage with the between-run spread resolved once.
+
+`triage` (pure) takes the between-run spread as a number; which number is a decision of its
+own — learned from the store for this stack, the conservative prior when too few runs are
+stored, the declared default for log and Prometheus windows, or the user's override
+(`--run-spread`). Every command that shows a verdict of stored runs (`triage`, `report`,
+`demo`) goes through `judge`, so one pair never reads two verdicts in two outputs, and the
+spread it used is said in the verdict's notes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from decodescope.verdict import run_spread as rs
+from decodescope.verdict import thresholds as th
+from decodescope.verdict.bands import DEFAULT_BANDS, Band
+from decodescope.verdict.side_values import Side
+from decodescope.verdict.triage import Verdict, triage
+
+
+def side_spreads(store: Any, base: Side, cur: Side,
+                 run_spread_pct: float | None = None) -> tuple[rs.RunSpread, rs.RunSpread]:
+    """Each side's between-run spread: the override, else learned from `store` (a
+    store.db.Store; None: no store at hand), else the declared default of a window side."""
+    if run_spread_pct is not None:
+        o = rs.override(run_spread_pct / 100.0)
+        return o, o
+
+    def one(side: Side) -> rs.RunSpread:
+        if side.kind != "run" or not side.run_ids:
+            return rs.for_log_side()
+        if store is None:
+            return rs.prior(0, why="no run store at hand to learn it from")
+        return rs.for_side(store, side)
+
+    return one(base), one(cur)
+
+
+def judge(base: Side, cur: Side, *, store: Any = None, run_spread_pct: float | None = None,
+          min_effect: float = th.MIN_EFFECT, bands: Sequence[Band] = DEFAULT_BANDS,
+          assume_same_caliber: bool = False) -> Verdict:
+    """triage(base, cur) under the spread `side_spreads` resolves, its notes saying which
+    spread it was and, for an INCONCLUSIVE, how many runs or A/B pairs would decide it."""
+    spread_b, spread_c = side_spreads(store, base, cur, run_spread_pct)
+    sd, df = rs.combine_sides(spread_b, spread_c, len(base.run_ids) or 1, len(cur.run_ids) or 1)
+    verdict = triage(base, cur, min_effect=min_effect, bands=bands,
+                     assume_same_caliber=assume_same_caliber, run_spread=sd, run_spread_df=df)
+    return dataclasses.replace(verdict, notes=(
+        *verdict.notes, *rs.spread_lines(spread_b, spread_c),
+        *rs.decide_lines(verdict, spread_b, spread_c)))

@@ -1,0 +1,319 @@
+"""The between-run spread, learned from the store instead of declared.
+
+The trials of one run share the machine's state of that moment, so a run's own interval
+cannot show how far the next run of the same stack will land (docs/methodology.md §2,
+/shared run-noise measurements: 3.5–4× what the within-run spread predicts). This module
+estimates that component from repeated runs of one caliber on one **stack** — the same
+fingerprint: host, engine, engine version, served model and launch command (its port left
+out, so a restart on another port is the same stack):
+
+* each run contributes the mean of its per-trial log decode rates (the engine's when every
+  run has them, else the client's) and the within-run variance of that mean;
+* the between-run variance is the variance of the run means minus the mean within-run part
+  (one-way random effects, method of moments — the logic of bench/bench_run_noise.py);
+* its 95 % interval comes from the chi-square distribution of the variance of the run means
+  (k − 1 degrees of freedom), less the same within-run part, floored at 0;
+* with fewer than MIN_SPREAD_RUNS runs the estimate is too thin: a conservative prior
+  (PRIOR_RUN_SD) is used instead, and the text says so and why.
+
+`triage` widens the decode and step-rate intervals by the two sides' spreads with the
+estimate's degrees of freedom (Welch–Satterthwaite), and an INCONCLUSIVE says how many runs
+per side, or interleaved A/B pairs, would decide it (`decide_hint`).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from decodescope.records.stored_run import StoredRun
+from decodescope.verdict import thresholds as th
+
+SpreadSource = Literal["learned", "prior", "override", "log"]
+
+# Options whose value is an address, not a property of the stack: two launches that differ only
+# there are one stack (a restart on a free port, two identical servers side by side).
+_ADDRESS_OPTIONS = ("--port", "--host")
+
+
+@dataclass(frozen=True)
+class RunSpread:
+    """The between-run spread of one stack (relative sd of a run's mean rate, log scale)."""
+
+    sd: float
+    source: SpreadSource
+    runs: int  # runs of this caliber on this stack that the estimate saw
+    df: float | None = None  # degrees of freedom of `sd` (None: taken as exact)
+    lo: float | None = None  # 95 % interval of `sd` (learned only)
+    hi: float | None = None
+    metric: str | None = None  # "engine decode rate" | "client decode rate"
+    why: str | None = None  # why the prior (or how the override) was used
+    stack: str | None = None  # the stack in words
+
+    def text(self) -> str:
+        """One line, e.g. 'run-to-run spread 3.8 % (95 % CI 2.5 … 7.7 %) from 8 runs on this
+        stack (engine decode rate)'."""
+        p = f"{100 * self.sd:.1f} %"
+        if self.source == "learned":
+            ci = (f" (95 % CI {100 * (self.lo or 0.0):.1f} … {100 * (self.hi or 0.0):.1f} %)"
+                  if self.lo is not None and self.hi is not None else "")
+            where = f" on this stack ({self.stack})" if self.stack else " on this stack"
+            return (f"run-to-run spread {p}{ci} from {self.runs} runs of this caliber{where}, "
+                    f"{self.metric}")
+        if self.source == "override":
+            return f"run-to-run spread {p} (--run-spread)"
+        if self.source == "log":
+            return (f"run-to-run spread {p} (declared default for engine windows — a log or "
+                    "Prometheus range spans minutes of the machine's changing state, which its "
+                    "units already sample)")
+        return f"run-to-run spread {p}: conservative prior — {self.why}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"sd": self.sd, "source": self.source, "runs": self.runs, "df": self.df,
+                "ci": [self.lo, self.hi] if self.lo is not None else None,
+                "metric": self.metric, "why": self.why, "stack": self.stack,
+                "text": self.text()}
+
+
+# -- stacks ------------------------------------------------------------------------------------
+def _item(fp: dict[str, Any], section: str, name: str) -> Any:
+    it = ((fp.get("sections") or {}).get(section) or {}).get(name)
+    if isinstance(it, dict) and it.get("status") == "collected":
+        return it.get("value")
+    return None
+
+
+def strip_address(argv: Sequence[str]) -> list[str]:
+    """A launch command without its listen address (`--port 8081`, `--port=8081`, `--host`)."""
+    out: list[str] = []
+    skip = False
+    for a in argv:
+        if skip:
+            skip = False
+            continue
+        if a in _ADDRESS_OPTIONS:
+            skip = True
+            continue
+        if any(a.startswith(o + "=") for o in _ADDRESS_OPTIONS):
+            continue
+        out.append(a)
+    return out
+
+
+def stack_key(fp: dict[str, Any] | None) -> tuple[str, ...] | None:
+    """What makes two runs "the same stack": host, engine, engine version, served models and
+    launch command (its address left out); for a server on another machine, whose process
+    cannot be inspected, its URL stands in for the launch command. None when the fingerprint
+    is missing or names neither a launch command nor an engine version."""
+    if not isinstance(fp, dict):
+        return None
+    host = _item(fp, "host", "hostname")
+    engine = _item(fp, "endpoint", "engine")
+    version = _item(fp, "endpoint", "engine_version")
+    models = _item(fp, "endpoint", "models")
+    cmd = _item(fp, "process", "cmdline")
+    if host is None or (cmd is None and version is None):
+        return None
+    launch = (" ".join(strip_address([str(a) for a in cmd])) if isinstance(cmd, list)
+              else f"url {fp.get('url')}")
+    model = ",".join(sorted(map(str, models))) if isinstance(models, list) else str(models)
+    return (str(host), str(engine), str(version), model, launch)
+
+
+def describe_stack(key: tuple[str, ...]) -> str:
+    host, engine, version, model, launch = key
+    short = launch if len(launch) <= 60 else launch[:57] + "..."
+    return f"{engine} {version} on {host}, model {model}, `{short}`"
+
+
+# -- estimate ----------------------------------------------------------------------------------
+def _per_run_logs(run: StoredRun, key: str) -> list[float]:
+    out = []
+    for t in (run.result or {}).get("trials") or []:
+        if t.get("status") != "ok":
+            continue
+        v = t.get(key)
+        if isinstance(v, (int, float)) and math.isfinite(v) and v > 0:
+            out.append(math.log(v))
+    return out
+
+
+def usable(run: StoredRun) -> bool:
+    """A run that can join a spread estimate: complete, its caliber met, no foreign load."""
+    res = run.result or {}
+    if run.status != "complete" or res.get("caliber_status") == "missed":
+        return False
+    c = res.get("contamination")
+    return not (isinstance(c, dict) and c.get("flagged"))
+
+
+def estimate(runs: Sequence[StoredRun], *, confidence: float = th.CONFIDENCE,
+             stack: str | None = None) -> RunSpread:
+    """The between-run spread from these runs (one caliber, one stack), or the prior when
+    fewer than MIN_SPREAD_RUNS of them have ≥ 2 trials with a decode rate."""
+    key, metric = "engine_decode_rate", "engine decode rate"
+    per = [_per_run_logs(r, key) for r in runs]
+    if not per or any(len(x) < th.MIN_UNITS for x in per):
+        key, metric = "decode_rate", "client decode rate"
+        per = [_per_run_logs(r, key) for r in runs]
+    per = [x for x in per if len(x) >= th.MIN_UNITS]
+    k = len(per)
+    if k < th.MIN_SPREAD_RUNS:
+        return prior(k)
+    means = [statistics.fmean(x) for x in per]
+    within = statistics.fmean([statistics.variance(x) / len(x) for x in per])
+    s2 = statistics.variance(means)
+    df = k - 1
+    from scipy.stats import chi2
+
+    a = 1.0 - confidence
+    lo2 = df * s2 / float(chi2.ppf(1.0 - a / 2.0, df))
+    hi2 = df * s2 / float(chi2.ppf(a / 2.0, df))
+    return RunSpread(sd=math.sqrt(max(0.0, s2 - within)), source="learned", runs=k, df=float(df),
+                     lo=math.sqrt(max(0.0, lo2 - within)), hi=math.sqrt(max(0.0, hi2 - within)),
+                     metric=metric, stack=stack)
+
+
+def prior(runs: int, *, why: str | None = None) -> RunSpread:
+    """The conservative prior, with the reason it stands in for a learned spread."""
+    reason = why or (f"{runs} run{'s' if runs != 1 else ''} of this caliber on this stack, "
+                     f"{th.MIN_SPREAD_RUNS} needed to learn it")
+    return RunSpread(sd=th.PRIOR_RUN_SD, source="prior", runs=runs,
+                     why=f"{reason}; {th.PRIOR_RUN_SD:.0%} is {th.PRIOR_RUN_SD_BASIS}")
+
+
+def override(sd: float) -> RunSpread:
+    return RunSpread(sd=sd, source="override", runs=0)
+
+
+def for_log_side() -> RunSpread:
+    return RunSpread(sd=th.RUN_TO_RUN_SD, source="log", runs=0)
+
+
+def same_stack_runs(candidates: Sequence[StoredRun], run: StoredRun) -> list[StoredRun]:
+    """Of `candidates`, the usable runs of `run`'s caliber on `run`'s stack (newest first, at
+    most MAX_SPREAD_RUNS)."""
+    key = stack_key(run.fingerprint)
+    if key is None:
+        return []
+    out = [r for r in candidates if r.caliber_identity == run.caliber_identity
+           and usable(r) and stack_key(r.fingerprint) == key]
+    out.sort(key=lambda r: r.id, reverse=True)
+    return out[:th.MAX_SPREAD_RUNS]
+
+
+def learn(candidates: Sequence[StoredRun], run: StoredRun) -> RunSpread:
+    """The spread of `run`'s stack at `run`'s caliber, from the stored `candidates` (the runs
+    of that caliber: store.runs.list_runs(caliber=identity))."""
+    key = stack_key(run.fingerprint)
+    if key is None:
+        return prior(0, why=f"run {run.id} has no stack fingerprint (probed with "
+                            "--no-fingerprint, or the server could not be inspected), so "
+                            "runs of its stack cannot be found")
+    return estimate(same_stack_runs(candidates, run), stack=describe_stack(key))
+
+
+# -- what would decide it ----------------------------------------------------------------------
+def runs_needed(sd_b: float, sd_c: float, within_b: float, within_c: float, trials: int,
+                half_width: float, confidence: float = th.CONFIDENCE) -> int | None:
+    """Runs per side (each of `trials` trials) for a 95 % interval of ±half_width on the
+    decode rate: k with z·√((σ_b² + s_b²/n + σ_c² + s_c²/n)/k) ≤ ln(1 + half_width) (normal
+    approximation; σ the between-run spreads, s the within-run sds of the log rates). None
+    beyond MAX_TRIALS_SUGGESTED."""
+    z = statistics.NormalDist().inv_cdf(0.5 + confidence / 2.0)
+    n = max(1, trials)
+    var = sd_b * sd_b + sd_c * sd_c + (within_b * within_b + within_c * within_c) / n
+    target = math.log1p(half_width)
+    k = max(1, math.ceil(z * z * var / (target * target)))
+    return k if k <= th.MAX_TRIALS_SUGGESTED else None
+
+
+def log_sd(values: Sequence[float]) -> float | None:
+    xs = [math.log(v) for v in values if v > 0]
+    return statistics.stdev(xs) if len(xs) >= 2 else None
+
+
+# -- the store ---------------------------------------------------------------------------------
+def for_side(store: Any, side: Any) -> RunSpread:
+    """The spread of a side's stack at its caliber, learned from the store (`store`: a
+    store.db.Store). A log window keeps the declared default; a side of several runs (a
+    named baseline) uses its newest run's stack."""
+    if getattr(side, "kind", None) != "run" or not side.run_ids:
+        return for_log_side()
+    from decodescope.store import runs as sr
+
+    run = sr.get_run(store, max(side.run_ids), with_traces=False)
+    if not run.caliber_identity:
+        return prior(0, why=f"run {run.id} has no caliber identity")
+    return learn(sr.list_runs(store, caliber=run.caliber_identity, limit=100_000), run)
+
+
+def combine_sides(b: RunSpread, c: RunSpread, runs_b: int = 1,
+                  runs_c: int = 1) -> tuple[float, float | None]:
+    """(per-side sd, degrees of freedom) for stats.relative_change: the comparison's
+    between-run variance is σ_b²/k_b + σ_c²/k_c = 2·sd² (a side pooling k runs carries σ²/k);
+    its df by Welch–Satterthwaite (an exact component — prior, override — has infinite df).
+    The same stack on both sides is one estimate: its own df."""
+    vb, vc = b.sd * b.sd / max(1, runs_b), c.sd * c.sd / max(1, runs_c)
+    sd = math.sqrt((vb + vc) / 2.0)
+    if b == c and runs_b == runs_c:
+        return sd, b.df
+    den = ((vb * vb / b.df) if b.df else 0.0) + ((vc * vc / c.df) if c.df else 0.0)
+    return sd, ((vb + vc) ** 2 / den) if den else None
+
+
+# -- what the verdict says about it ------------------------------------------------------------
+HINT_HALF_WIDTH = 0.05  # "N runs / N A/B pairs for ±5 %": the user's question, "slower by 5 %?"
+
+
+def spread_lines(b: RunSpread, c: RunSpread) -> list[str]:
+    """The spread behind the comparison, in words (one line when both sides share it)."""
+    if b == c:
+        return [f"Between-run term: {b.text()} (both sides: one stack)."]
+    return [f"Between-run term, baseline: {b.text()}.", f"Between-run term, current: {c.text()}."]
+
+
+def decide_lines(verdict: Any, b: RunSpread, c: RunSpread) -> list[str]:
+    """For an INCONCLUSIVE (or a NO_CHANGE too wide to rule out ±5 %): how many runs per side,
+    or interleaved A/B pairs, would decide it — from the measured within-run spreads and the
+    between-run spreads, not from a fixed rule."""
+    d = verdict.changes["decode"]
+    wide = d.half_width is not None and d.half_width > HINT_HALF_WIDTH
+    if not (verdict.kind == "INCONCLUSIVE" and verdict.cause == "noise") and not (
+            verdict.kind == "NO_CHANGE" and wide):
+        return []
+    key = "engine_decode_rate" if verdict.decode_source == "engine" else "decode_rate"
+    vb, vc = verdict.baseline.values(key), verdict.current.values(key)
+    sb, sc = log_sd(vb), log_sd(vc)
+    if sb is None or sc is None:
+        return []
+    n = min(len(vb), len(vc))
+    out = []
+    targets = ([th.MAX_CI_HALF_WIDTH] if verdict.kind == "INCONCLUSIVE" else []) + \
+        [HINT_HALF_WIDTH]
+    runs = [(hw, runs_needed(b.sd, c.sd, sb, sc, n, hw)) for hw in targets]
+    have = min(len(verdict.baseline.run_ids) or 1, len(verdict.current.run_ids) or 1)
+    parts = []
+    for hw, k in runs:
+        if k is None:
+            parts.append(f"more than {th.MAX_TRIALS_SUGGESTED} runs per side for ±{hw:.0%}")
+        else:
+            more = f" ({k - have} more each)" if k > have else ""
+            parts.append(f"{k} runs per side{more} of {n} trials for ±{hw:.0%}")
+    basis = "this stack's spread" if b == c else "the two stacks' spreads"
+    if b.source == "prior" or c.source == "prior":
+        basis = "the prior spread (learned spreads are usually smaller: measure them with " \
+                "`decodescope spread`)"
+    out.append(f"What would decide it as separate runs: {'; '.join(parts)} — from {basis} "
+               f"and the within-run sd {100 * sb:.1f} % / {100 * sc:.1f} %.")
+    from decodescope.verdict.ab import Design, pairs_needed
+
+    pairs = pairs_needed(math.sqrt(sb * sb + sc * sc), HINT_HALF_WIDTH, Design())
+    if pairs is not None:
+        out.append(f"Interleaved: about {pairs} A/B pairs for ±{HINT_HALF_WIDTH:.0%} "
+                   "(`decodescope ab URL_A URL_B --caliber C`; pairs share the machine's "
+                   "state, so the between-run term drops out, if drift is slow against a pair).")
+    return out

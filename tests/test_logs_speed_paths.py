@@ -1,0 +1,151 @@
+"""The log reader's shortcuts (issue 22, speed) give what the plain computation gives.
+
+Each shortcut is checked against the computation it replaces, written out plainly here:
+the overlap count of llama.cpp requests (stops early while the kept requests are in end
+order), the NaN-aware record comparison of the duplicate check (skips equal items), and the
+plain-number path of SGLang fields.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+import statistics
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from decodescope.telemetry.logs import analyze_log, llamacpp, pipeline, sglang
+from decodescope.telemetry.logs.accumulate import OVERLAP_KEPT, LogAccumulator
+from decodescope.telemetry.logs.clock import Clock
+from decodescope.telemetry.logs.fields import fast_number, number
+from decodescope.telemetry.logs.parse_counts import ParseCounts
+from decodescope.telemetry.logs.pipeline import _same
+
+DATA = Path(__file__).parent / "data"
+LOGS = sorted((DATA / "real-logs").glob("*.log")) + sorted((DATA / "llamacpp-embedded").glob("*.log"))
+
+
+def _spans(rng: random.Random, n: int, disorder: float, nan: float) -> list[tuple[float, float]]:
+    """Requests as a llama.cpp log prints them: at their end, mostly in end order, some out
+    of order (a `disorder` share: a server restart resets the elapsed clock, two slots end in
+    the same millisecond), a few NaN."""
+    out, t = [], 0.0
+    for _ in range(n):
+        t += rng.expovariate(2.0)
+        end = t if rng.random() >= disorder else t - rng.uniform(0, 30)
+        start = end - rng.uniform(0, 8)
+        if rng.random() < nan:
+            start, end = rng.choice([(math.nan, end), (start, math.nan)])
+        out.append((start, end))
+    return out
+
+
+@pytest.mark.parametrize(("disorder", "nan"), [(0.0, 0.0), (0.02, 0.0), (0.3, 0.0),
+                                               (0.0, 0.01), (0.05, 0.02), (1.0, 0.0)])
+def test_overlap_count_is_the_count_over_every_kept_request(disorder: float, nan: float):
+    rng = random.Random(f"{disorder}-{nan}")
+    acc = LogAccumulator()
+    kept: list[tuple[float, float]] = []
+    for start, end in _spans(rng, 3 * OVERLAP_KEPT, disorder, nan):
+        want = sum(1 for s0, e0 in kept if e0 > start and s0 < end)
+        assert acc._note_span(start, end) == want
+        kept = [*kept, (start, end)][-OVERLAP_KEPT:]
+        bad = sum(1 for a, b in zip(kept, kept[1:], strict=False) if not a[1] <= b[1])
+        assert acc._unsorted == bad  # the order bookkeeping follows the kept requests
+
+
+def _same_plain(a: Any, b: Any) -> bool:
+    """The comparison written out: equal, NaN equal to NaN, item by item."""
+    if isinstance(a, float) and isinstance(b, float):
+        return a == b or (math.isnan(a) and math.isnan(b))
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(_same_plain(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same_plain(a[k], b[k]) for k in a)
+    return type(a) is type(b) and a == b
+
+
+def _value(rng: random.Random, depth: int = 0) -> Any:
+    kind = rng.randrange(6 if depth < 2 else 3)
+    if kind == 0:
+        return rng.choice([0.5, 1.0, math.nan, 2.0])
+    if kind == 1:
+        return rng.choice([1, 2, None, "eval", "total"])
+    if kind == 2:
+        return rng.choice([math.nan, 0.25])
+    if kind == 3:
+        return tuple(_value(rng, depth + 1) for _ in range(rng.randrange(3)))
+    if kind == 4:
+        return {k: _value(rng, depth + 1) for k in rng.sample("abc", rng.randrange(3))}
+    return (_value(rng, depth + 1), _value(rng, depth + 1))
+
+
+def test_nan_aware_comparison_is_the_plain_one():
+    rng = random.Random(7)
+    pairs = 0
+    for _ in range(4000):
+        a = _value(rng)
+        b = a if rng.random() < 0.3 else _value(rng)
+        if isinstance(a, tuple) and isinstance(b, tuple) or type(a) is type(b):
+            pairs += 1
+            assert _same(a, b) == _same_plain(a, b), (a, b)
+    assert pairs > 1000
+    assert _same((1, math.nan, {"x": math.nan}), (1, math.nan, {"x": math.nan}))
+    assert not _same((1, math.nan), (1, 0.5))
+
+
+@pytest.mark.parametrize("raw", ["12", " 0.85", "201.78 ", "0", "12.", "1e3", "-3", "nan",
+                                 "inf", "1_000", "82.5%", "3279.0 tokens/s", "True", "false",
+                                 "abc", "", " ", "0.39,", "2.64 (x)", "NaN%", "1,234"])
+def test_plain_number_path_reads_what_number_reads(raw: str):
+    a, b = fast_number(raw), number(raw)
+    assert (a is None and b is None) or a == b or (a != a and b != b), (raw, a, b)
+
+
+@pytest.mark.parametrize("path", LOGS, ids=lambda p: p.name)
+def test_llamacpp_timing_lines_read_as_by_the_general_path(path: Path):
+    """Every line of a real log that the one-match timing pattern takes gives the record the
+    general path gives (and no line it leaves gives a timing record it should have taken
+    without reason: the general path still reads those)."""
+    clock_a, clock_b, counts = Clock(2026), Clock(2026), ParseCounts()
+    taken = 0
+    for line in path.read_text(errors="replace").splitlines():
+        fast = llamacpp.parse(line, clock_a, counts)
+        if llamacpp._FAST_TIME.match(line) is not None:
+            taken += 1
+            saved = llamacpp._FAST_TIME
+            try:
+                llamacpp._FAST_TIME = re.compile(r"(?!)")
+                assert llamacpp.parse(line, clock_b, counts) == fast, line
+            finally:
+                llamacpp._FAST_TIME = saved
+    if "llamacpp" in path.name or path.parent.name == "llamacpp-embedded":
+        assert taken > 0
+
+
+@pytest.mark.parametrize("values", [[1.0], [2.0, 1.0], [3.0, 1.0, 2.0], [0.5, 0.25, 4.0, 1.0],
+                                    [1.0, 1.0, 2.0, 9.0, 3.0, 0.1, 7.0, 7.5]])
+def test_median_is_statistics_median(values: list[float]):
+    assert sglang._median(values) == statistics.median(values)
+
+
+def _plain_overlap(self: LogAccumulator, start: float, end: float) -> int:
+    n = sum(1 for s0, e0 in self._spans if e0 > start and s0 < end)
+    self._spans.append((start, end))
+    return n
+
+
+@pytest.mark.parametrize("path", LOGS, ids=lambda p: p.name)
+def test_real_logs_read_as_without_the_shortcuts(path: Path, monkeypatch: pytest.MonkeyPatch):
+    fast = analyze_log(str(path)).to_dict()
+    monkeypatch.setattr(LogAccumulator, "_note_span", _plain_overlap)
+    monkeypatch.setattr(pipeline, "_same", _same_plain)
+    monkeypatch.setattr(sglang, "fast_number", number)
+    monkeypatch.setattr(sglang, "_median", statistics.median)
+    monkeypatch.setattr(llamacpp, "_FAST_TIME", re.compile(r"(?!)"))  # never matches
+    plain = analyze_log(str(path)).to_dict()
+    assert plain["windows_total"] == fast["windows_total"]
+    assert repr(plain) == repr(fast)  # repr: NaN in both reads the same

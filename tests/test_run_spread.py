@@ -1,0 +1,151 @@
+"""The learned between-run spread: stacks, the estimate and its interval, the prior, triage."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+
+import pytest
+from test_triage_support import store_run, trial
+
+from decodescope.cli.main import main
+from decodescope.fingerprint.stack import Fingerprint, Item
+from decodescope.store import runs as sr
+from decodescope.store.db import Store
+from decodescope.verdict import run_spread as rs
+from decodescope.verdict import thresholds as th
+from decodescope.verdict.stats import relative_change
+
+CAL = "demo-code-rewrite"
+
+
+def fp(threads: int = 2, port: int = 8181, host: str = "box-1") -> dict:
+    cmd = ["llama-server", "-m", "gemma.gguf", "--port", str(port), "-t", str(threads)]
+    return Fingerprint(taken_at="2026-12-02T06:00:00+00:00", url=f"http://127.0.0.1:{port}",
+                       sections={
+                           "host": {"hostname": Item.ok(host)},
+                           "endpoint": {"engine": Item.ok("llamacpp"),
+                                        "engine_version": Item.ok("b1"),
+                                        "models": Item.ok(["gemma"])},
+                           "process": {"cmdline": Item.ok(cmd)},
+                       }).to_dict()
+
+
+@pytest.fixture
+def store(tmp_path):
+    with Store.open(tmp_path / "runs.sqlite") as st:
+        yield st
+
+
+# Run means spread by a known amount: run r's trials are its level × (1 ± 1 %)
+LEVELS = (60.0, 63.0, 58.5, 61.8, 64.2, 59.1, 62.4)
+
+
+def add_runs(store, levels, **kw) -> list[int]:
+    return [store_run(store, CAL, [trial(level * f) for f in (0.99, 1.0, 1.01)], **kw)
+            for level in levels]
+
+
+def test_stack_key_ignores_the_port_and_nothing_else():
+    assert rs.stack_key(fp(port=8181)) == rs.stack_key(fp(port=9999))
+    assert rs.stack_key(fp(threads=2)) != rs.stack_key(fp(threads=1))
+    assert rs.stack_key(fp(host="a")) != rs.stack_key(fp(host="b"))
+    assert rs.stack_key(None) is None
+    assert rs.strip_address(["x", "--port=1", "--host", "0.0.0.0", "-t", "2"]) == ["x", "-t", "2"]
+
+
+def test_too_few_runs_fall_back_to_the_prior_and_say_so(store):
+    ids = add_runs(store, LEVELS[: th.MIN_SPREAD_RUNS - 1], fingerprint=fp())
+    run = sr.get_run(store, ids[-1], with_traces=False)
+    s = rs.learn(sr.list_runs(store, caliber=run.caliber_identity, limit=100), run)
+    assert s.source == "prior" and s.sd == th.PRIOR_RUN_SD and s.df is None
+    assert s.runs == th.MIN_SPREAD_RUNS - 1
+    text = s.text()
+    assert "conservative prior" in text and f"{th.MIN_SPREAD_RUNS} needed" in text
+    assert f"{th.MIN_SPREAD_RUNS - 1} runs of this caliber on this stack" in text
+
+
+def test_a_run_without_fingerprint_gets_the_prior_with_its_reason(store):
+    rid = add_runs(store, LEVELS, fingerprint=None)[0]
+    run = sr.get_run(store, rid, with_traces=False)
+    s = rs.learn(sr.list_runs(store, caliber=run.caliber_identity, limit=100), run)
+    assert s.source == "prior" and "no stack fingerprint" in (s.why or "")
+
+
+def test_learned_spread_is_the_method_of_moments_with_a_chi_square_interval(store):
+    ids = add_runs(store, LEVELS, fingerprint=fp())
+    add_runs(store, (30.0, 90.0), fingerprint=fp(threads=1))  # another stack: not counted
+    run = sr.get_run(store, ids[0], with_traces=False)
+    s = rs.learn(sr.list_runs(store, caliber=run.caliber_identity, limit=100), run)
+    assert s.source == "learned" and s.runs == len(LEVELS) and s.df == len(LEVELS) - 1
+    # derived: variance of the run means of log rates minus the mean within-run variance
+    per = [[math.log(v * f) for f in (0.99, 1.0, 1.01)] for v in LEVELS]
+    means = [statistics.fmean(x) for x in per]
+    within = statistics.fmean(statistics.variance(x) / 3 for x in per)
+    assert s.sd == pytest.approx(math.sqrt(statistics.variance(means) - within))
+    assert s.lo is not None and s.hi is not None and s.lo <= s.sd <= s.hi
+    assert f"from {len(LEVELS)} runs" in s.text() and "client decode rate" in s.text()
+
+
+def test_a_learned_spread_carries_its_degrees_of_freedom_into_the_interval():
+    xs, ys = [100.0, 101.0, 99.0], [95.0, 96.0, 94.0]
+    exact = relative_change("d", xs, ys, run_sd=0.04)
+    learned = relative_change("d", xs, ys, run_sd=0.04, run_sd_df=4.0)
+    assert learned.df is not None and exact.df is not None and learned.df < exact.df
+    assert learned.ci_lo is not None and exact.ci_lo is not None
+    assert learned.ci_lo < exact.ci_lo  # fewer df: a wider interval, never a narrower one
+
+
+def test_runs_needed_shrinks_with_the_spread_and_is_monotone():
+    a = rs.runs_needed(0.07, 0.07, 0.05, 0.05, 5, 0.05)
+    b = rs.runs_needed(0.02, 0.02, 0.05, 0.05, 5, 0.05)
+    assert a is not None and b is not None and a > b >= 1
+    assert rs.runs_needed(0.07, 0.07, 0.05, 0.05, 5, 0.10) <= a  # type: ignore[operator]
+
+
+def _triage_json(store, cur, base, capsys, *extra):
+    capsys.readouterr()
+    code = main(["triage", str(cur), "--baseline", str(base), "--store", store.path, "--json",
+                 *extra])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_triage_says_which_spread_it_used(store, capsys):
+    ids = add_runs(store, LEVELS, fingerprint=fp())
+    code, out = _triage_json(store, ids[1], ids[0], capsys)
+    line = next(n for n in out["notes"] if n.startswith("Between-run term"))
+    assert f"from {len(LEVELS)} runs of this caliber" in line and "one stack" in line
+    code, out = _triage_json(store, ids[1], ids[0], capsys, "--run-spread", "2.5")
+    assert any("2.5 % (--run-spread)" in n for n in out["notes"])
+
+
+def test_triage_with_too_few_runs_uses_the_prior_and_says_what_would_decide(store, capsys):
+    base, cur = add_runs(store, (60.0, 57.0), fingerprint=fp())
+    code, out = _triage_json(store, cur, base, capsys)
+    assert code == 3 and out["verdict"] == "INCONCLUSIVE"
+    assert any("conservative prior" in n for n in out["notes"])
+    decide = next(n for n in out["notes"] if n.startswith("What would decide it as separate"))
+    assert "runs per side" in decide
+    assert any(n.startswith("Interleaved: about") and "A/B pairs" in n for n in out["notes"])
+
+
+def test_spread_command_stores_runs_and_reports_the_prior_until_enough(tmp_path, capsys):
+    from decodescope.sim import SimConfig, SimServer
+
+    sim = SimServer(SimConfig(time_scale=0.1, seed=3)).start_in_thread()
+    try:
+        capsys.readouterr()
+        code = main(["spread", sim.url, "--caliber", CAL, "--runs", "2", "--trials", "2",
+                     "--wait", "0", "--store", str(tmp_path / "s.sqlite"), "--json"])
+        out = json.loads(capsys.readouterr().out)
+    finally:
+        sim.stop()
+    assert code == 0 and len(out["runs"]) == 2
+    assert out["spread"]["source"] == "prior" and out["spread"]["runs"] == 2
+    assert "conservative prior" in out["spread"]["text"]
+    with Store.open(tmp_path / "s.sqlite", read_only=True) as st:
+        runs = [sr.get_run(st, i, with_traces=False) for i in out["runs"]]
+    assert all(r.labels.get("spread") == out["session"] for r in runs)
+    assert rs.stack_key(runs[0].fingerprint) is not None
+    assert rs.stack_key(runs[0].fingerprint) == rs.stack_key(runs[1].fingerprint)
