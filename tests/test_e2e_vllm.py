@@ -341,7 +341,7 @@ def _why(v: Any) -> str:
     """A failed verdict assertion's evidence, compact enough to survive pytest's truncation:
     the decision, the decode source and every unit's numbers on both sides."""
     keys = ("decode_rate", "engine_decode_rate", "mal", "tokens_per_step", "step_rate")
-    sides = {name: [{k: round(u[k], 2) for k in keys if u.get(k) is not None} for u in s.units]
+    sides = {name: [{k: round(x, 2) for k in keys if (x := u.get(k)) is not None} for u in s.units]
              for name, s in (("baseline", v.baseline), ("current", v.current))}
     d = v.changes["decode"]
     return json.dumps({"verdict": v.kind, "cause": v.cause, "source": v.decode_source,
