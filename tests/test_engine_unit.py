@@ -431,3 +431,28 @@ def test_the_state_file_never_holds_a_key_and_still_knows_its_process(tmp_path: 
     assert not state._same_command(("llama-server", "-m", "other.gguf", "--api-key", key,
                                     "--port", "8080"), recorded)
     assert not state._same_command(live[:3], recorded)
+
+
+def test_cli_stop_without_port_finds_the_only_engine_off_its_default_port(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    inst = _fake_install(tmp_path)
+    monkeypatch.setenv("DECODESCOPE_ENGINE_STATE", str(tmp_path))
+    one = server.start_engine(EngineSettings(port=0), install=inst, state_dir=tmp_path)
+    two = server.start_engine(EngineSettings(port=0), install=inst, state_dir=tmp_path)
+    try:
+        # two engines, neither on the default port: which one is meant is not known
+        capsys.readouterr()
+        assert main(["engine", "stop"]) == 2
+        err = capsys.readouterr().err
+        assert str(one.port) in err and str(two.port) in err and "--port" in err
+        assert psutil.pid_exists(one.pid) and psutil.pid_exists(two.pid)
+        server.stop_engine(two.port, state_dir=tmp_path)
+        # one left: `engine stop` stops it
+        assert main(["engine", "stop", "--engine", "llamacpp", "--json"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert out["stopped"][0]["port"] == one.port and out["stopped"][0]["was_running"]
+        assert not psutil.pid_exists(one.pid)
+    finally:
+        for eng in (one, two):
+            server.stop_engine(eng.port, state_dir=tmp_path)

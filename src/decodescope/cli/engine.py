@@ -178,11 +178,12 @@ def start_cmd(
 
 @command.command("stop")
 @click.option("--engine", "engine_name", type=click.Choice(ENGINES), default=None,
-              help="Which engine's default port to stop when --port is not given "
-              f"(llamacpp {DEFAULT_PORT}, vllm {VLLM_DEFAULT_PORT}).")  # fmt: skip
+              help="Which engine to stop when --port is not given: the one on its default port "
+              f"(llamacpp {DEFAULT_PORT}, vllm {VLLM_DEFAULT_PORT}), else the only one of "
+              "that kind running.")  # fmt: skip
 @click.option("--port", type=click.IntRange(0, 65535), default=None,
               help=f"Port of the engine to stop (default: {DEFAULT_PORT}, or {VLLM_DEFAULT_PORT} "
-              "with --engine vllm).")  # fmt: skip
+              "with --engine vllm; else the only engine running).")  # fmt: skip
 @click.option("--all", "stop_all", is_flag=True,
               help="Stop every engine decodescope started (with --engine: every one of that "
               "engine).")  # fmt: skip
@@ -192,10 +193,28 @@ def stop_cmd(engine_name: str | None, port: int | None, stop_all: bool, as_json:
     if stop_all:
         ports = [e.port for e in list_engines()
                  if engine_name is None or engine_of(e) == engine_name]
+    elif port is not None:
+        ports = [port]
     else:
-        ports = [port or (VLLM_DEFAULT_PORT if engine_name == "vllm" else DEFAULT_PORT)]
+        ports = [_port_to_stop(engine_name)]
     results = [stop_engine(p) for p in ports]
     emit({"stopped": results}, as_json, _render_stopped)
+
+
+def _port_to_stop(engine_name: str | None) -> int:
+    """The engine meant when no --port is given: the one on the engine's default port; else
+    the only running engine of that kind (a start with --port 0 or another port); several are
+    ambiguous (exit 2, their ports named)."""
+    default = VLLM_DEFAULT_PORT if engine_name == "vllm" else DEFAULT_PORT
+    running = [e for e in list_engines() if engine_name is None or engine_of(e) == engine_name]
+    if not running or any(e.port == default for e in running):
+        return default
+    if len(running) == 1:
+        return running[0].port
+    listed = ", ".join(f"{engine_of(e)} on {e.port}" for e in running)
+    raise UsageError(f"no engine on the default port {default} and {len(running)} others run "
+                     f"({listed})", where="engine stop",
+                     remedy="name one with --port PORT, or stop them all with --all")
 
 
 @command.command("status")
