@@ -7,8 +7,9 @@ the same time: ~7 GB each). Both run `--enforce-eager` (start-up ≈ 30 s instea
 quiet; torch.compile is redone at every start), so the module takes a few minutes.
 
 These tests assert what a correct tool must say (code rewrite vs varied prose on one server is
-a CALIBER_MISMATCH with MAL carrying the drop; speculation off at the same caliber is a
-REGRESSION), not what today's code happens to say.
+a CALIBER_MISMATCH with MAL carrying the drop; speculation off at the same caliber is seen as
+off, with one token per step, and is a REGRESSION named "speculative decoding off" wherever
+the decode rate fell beyond noise), not what today's code happens to say.
 
 Needs `decodescope engine install --engine vllm` (`./dev test` runs it). Skipped only where
 the platform cannot run vLLM (not Linux x86-64/aarch64, no AVX2, < 8 GB memory); on a
@@ -47,6 +48,7 @@ from decodescope.run.runner import ProbeSettings, prepare, run_probe
 from decodescope.run.setup import build_observers, collect_fp
 from decodescope.store import runs as sr
 from decodescope.store.db import Store
+from decodescope.verdict.decide import spec_state
 from decodescope.verdict.side_resolve import resolve_side
 from decodescope.verdict.triage import triage
 
@@ -297,9 +299,31 @@ def test_spec_off_at_the_same_caliber_is_a_regression(lab: Lab) -> None:
     for pid in old_children:
         assert not _alive(pid), f"child {pid} of the stopped server still runs"
     v = triage(lab.side("code"), lab.side("code-spec-off"))
-    assert v.kind == "REGRESSION", _why(v)
-    assert v.cause == "speculative decoding off", v.headline
-    assert v.exit_code == 1
+    # What always holds: the current side has no drafts (one token per step, MAL 1 by
+    # definition), the tokens-per-step drop is a count and is beyond noise, and the pair is
+    # never a caliber or foreign-load question.
+    assert v.kind not in ("CALIBER_MISMATCH", "CONTAMINATED"), _why(v)
+    assert spec_state(v.baseline, v.current) == "off", _why(v)
+    assert all(u.tokens_per_step == 1.0 for u in v.current.units), _why(v)
+    assert v.changes["tokens_per_step"].status == "down", _why(v)
+    # Whether the decode rate falls is the hardware's: on a CPU the verification of the k
+    # drafted tokens costs compute, and where it costs almost a token each (a fresh CI host
+    # read prose's n-gram steps 84 % faster than code's) the step rate without drafts rises
+    # nearly as much as tokens per step fall. Where the decode rate fell beyond noise (every
+    # run on this box: 52.0 → 15.4 tok/s), it is a REGRESSION named "speculative decoding
+    # off", exit 1; otherwise it is never blamed on speculation.
+    decode = v.changes["decode"]
+    if decode.status == "down":
+        assert v.kind == "REGRESSION", _why(v)
+        assert v.cause == "speculative decoding off", v.headline
+        assert v.exit_code == 1
+    else:
+        # the verdict follows its own statistic, and speculation is never blamed for a
+        # decode rate that did not fall
+        print(f"\nspeculation off on this host: {_why(v)}")
+        expected = {"up": "IMPROVEMENT", "undecidable": "INCONCLUSIVE"}.get(
+            decode.status, "NO_CHANGE")
+        assert v.kind == expected and v.cause != "speculative decoding off", _why(v)
     check_stored_verdict(str(lab.store_path), str(lab.probes["code-spec-off"].run_id),
                          str(lab.probes["code"].run_id))
 
