@@ -31,6 +31,7 @@ from decodescope.telemetry.logs import sglang, vllm
 from decodescope.telemetry.logs.accumulate import LogAccumulator
 from decodescope.telemetry.logs.clock import Clock
 from decodescope.telemetry.logs.columns import WindowColumns, add_columns
+from decodescope.telemetry.logs.linescan import Scan, Template, Unusual, match
 from decodescope.telemetry.logs.parse_counts import ParseCounts
 from decodescope.telemetry.logs.pipeline import _ALL_KEYWORDS, DUP_RECENT, DUP_WINDOW_S
 from decodescope.telemetry.logs.pipeline import BACKWARDS_SLACK_S as BACK_S
@@ -51,6 +52,18 @@ _LINE = re.compile(
     rb", (?:accept len: (" + _N + rb"), accept rate: " + _N + rb", )?"
     rb"(?:cuda graph: (?:True|False), )?gen throughput \(token/s\): (" + _N +
     rb"), #queue-req: \d+(?:, ?)?)(?=\n))?")
+# The same line as a linescan template (matched in bulk, the numbers read with numpy).
+_KEY = b"Decode batch"
+_NUM = (b"dec", None)
+_TEMPLATE: Template = (
+    (b"alt", (b". #running-req: ", b", #running-req: ")), (b"int", "run"),
+    (b"lit", b", #token: "), (b"int", None), (b"lit", b", token usage: "), _NUM,
+    (b"lit", b", "),
+    (b"opt", ((b"lit", b"accept len: "), (b"dec", "acc"), (b"lit", b", accept rate: "), _NUM,
+              (b"lit", b", "))),
+    (b"opt", ((b"lit", b"cuda graph: "), (b"alt", (b"True, ", b"False, ")))),
+    (b"lit", b"gen throughput (token/s): "), (b"dec", "gen"), (b"lit", b", #queue-req: "),
+    (b"int", None), (b"end", (b", \n", b",\n", b"\n")))
 _HEAD = re.compile(rb"\n\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d((?: [A-Za-z]+\d+)*)\] ")
 _DIGITS = [1 + i for i in (1, 2, 3, 4, 6, 7, 9, 10, 12, 13, 15, 16, 18, 19)]  # in _HEAD
 # Searched after the first Decode line, as the per-line reader does (pipeline._ENGINES watch
@@ -60,10 +73,6 @@ _WATCH = (sglang.CONFIG_KEY.encode(), vllm.STATS_KEY.encode(), b"eval time =")
 
 
 Buf = bytes | bytearray
-
-
-class Unusual(Exception):
-    """The log has something the bulk read leaves to the per-line read."""
 
 
 def hour_epochs(hour: Any, cache: dict[int, float], clock: Clock) -> Any:
@@ -108,32 +117,30 @@ class BulkSglang:
         self.recent: list[float] = []  # durations of the last RECENT_WINDOWS windows
         self.kept: deque[_Block] = deque()
         self.kept_n = 0
+        self.scan: Scan | None = None
 
     def block(self, data: Buf, end: int, final: bool) -> int:
         """The whole lines of data[:end]; `data[0]` is the newline before the first."""
         before_first = self.head is None
-        ms = list(_LINE.finditer(data, 0, end))
-        if before_first and _any_kw(data, _ALL_KEYWORDS, ms[0].start() if ms else end):
+        if self.scan is None:
+            self.scan = Scan(data)
+        buf = np.frombuffer(data, np.uint8)
+        starts = self.scan.find(buf, data, _KEY, end)
+        if before_first and _any_kw(data, _ALL_KEYWORDS, int(starts[0]) if len(starts) else end):
             raise Unusual("a keyword before the first Decode line")
-        if _any_kw(data, _WATCH, end):
+        if self.scan.any_kw(data, _WATCH, end):
             raise Unusual("another engine's line or the launch line")
         for p in range(0, end, MAX_LINE_BYTES // 2):
             if data.find(b"\n", p, min(end, p + MAX_LINE_BYTES // 2)) < 0:
                 raise Unusual("a very long line")
-        if not ms:
+        if not len(starts):
             return end
-        groups = [m.groups() for m in ms]
-        if None in [g[0] for g in groups]:
-            raise Unusual("a Decode line of another shape")
-        starts = np.array([m.start() for m in ms], np.int64)
+        got = match(buf, starts + len(_KEY), end, _TEMPLATE)
         t = self._stamps(data, starts)
-        cols = list(zip(*groups, strict=True))
-        run = np.array(list(map(float, cols[1])))
-        acc_len = np.array([float(x) if x is not None else np.nan for x in cols[2]])
-        gen = np.array(list(map(float, cols[3])))
+        run, acc_len, gen = got["run"], got["acc"], got["gen"]
         self._integrity(t, run, acc_len, gen)
-        self.counts.lines_matched += len(ms)
-        self.counts.lines_parsed += len(ms)
+        self.counts.lines_matched += len(starts)
+        self.counts.lines_parsed += len(starts)
         spec = ~np.isnan(acc_len)
         firsts = sorted((int(np.argmax(m)), k) for k, m in enumerate((~spec, spec)) if m.any())
         for _, k in firsts:  # a format is first counted where it first occurs
