@@ -94,8 +94,10 @@ class Scan:
                 if data.find(kw, 0, end) >= 0:
                     return True
                 continue
-            byte = kw[r:r + 1]
-            p, hits = data.find(byte, r, end - (m - 1 - r)), 0
+            byte, hi = kw[r:r + 1], end - (m - 1 - r)  # kw's byte at p: kw ends by `end`
+            if hi <= r:
+                continue
+            p, hits = data.find(byte, r, hi), 0
             while p >= 0:
                 if data.startswith(kw, p - r):
                     return True
@@ -104,7 +106,7 @@ class Scan:
                     if data.find(kw, p - r, end) >= 0:
                         return True
                     break
-                p = data.find(byte, p + 1, end - (m - 1 - r))
+                p = data.find(byte, p + 1, hi)
         return False
 
 
