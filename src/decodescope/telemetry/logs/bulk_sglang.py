@@ -31,7 +31,7 @@ from decodescope.telemetry.logs import sglang, vllm
 from decodescope.telemetry.logs.accumulate import LogAccumulator
 from decodescope.telemetry.logs.clock import Clock
 from decodescope.telemetry.logs.columns import WindowColumns, add_columns
-from decodescope.telemetry.logs.linescan import Scan, Template, Unusual, match
+from decodescope.telemetry.logs.linescan import Scan, Template, Unusual, gather, match
 from decodescope.telemetry.logs.parse_counts import ParseCounts
 from decodescope.telemetry.logs.pipeline import _ALL_KEYWORDS, DUP_RECENT, DUP_WINDOW_S
 from decodescope.telemetry.logs.pipeline import BACKWARDS_SLACK_S as BACK_S
@@ -128,7 +128,7 @@ class BulkSglang:
         starts = self.scan.find(buf, data, _KEY, end)
         if before_first and _any_kw(data, _ALL_KEYWORDS, int(starts[0]) if len(starts) else end):
             raise Unusual("a keyword before the first Decode line")
-        if self.scan.any_kw(data, _WATCH, end):
+        if self.scan.any_kw(data, _WATCH, end, buf):
             raise Unusual("another engine's line or the launch line")
         for p in range(0, end, MAX_LINE_BYTES // 2):
             if data.find(b"\n", p, min(end, p + MAX_LINE_BYTES // 2)) < 0:
@@ -160,7 +160,7 @@ class BulkSglang:
         if int(starts[0]) < len(head):
             raise Unusual("a Decode line at the start of a block")
         buf = np.frombuffer(data, np.uint8)
-        got = buf[starts[:, None] + np.arange(-len(head), 0)]
+        got = gather(buf, starts - len(head), len(head))
         fixed = np.ones(len(head), bool)
         fixed[_DIGITS] = False
         digits = got[:, _DIGITS].astype(np.int64) - 48

@@ -30,7 +30,7 @@ from decodescope.telemetry.logs.accumulate import LogAccumulator
 from decodescope.telemetry.logs.bulk_sglang import Buf, Unusual, _any_kw, hour_epochs, read_blocks
 from decodescope.telemetry.logs.clock import _MORE, Clock, _has_year, _last_stamp_colon
 from decodescope.telemetry.logs.columns import WindowColumns, add_columns
-from decodescope.telemetry.logs.linescan import Scan, Template, match
+from decodescope.telemetry.logs.linescan import Scan, Template, gather, match
 from decodescope.telemetry.logs.parse_counts import ParseCounts
 from decodescope.telemetry.logs.pipeline import _ALL_KEYWORDS, DUP_RECENT, DUP_WINDOW_S
 from decodescope.telemetry.logs.pipeline import BACKWARDS_SLACK_S as BACK_S
@@ -120,7 +120,7 @@ class _Head:
         n = len(self.raw)
         if int(starts[0]) < n:
             raise Unusual("a line at the start of a block")
-        got = buf[starts[:, None] + np.arange(-n, 0)]
+        got = gather(buf, starts - n, n)
         dig = got[:, self.digits].astype(np.int64) - 48
         if (got[:, self.fixed] != self.arr[self.fixed]).any() or (dig < 0).any() or \
                 (dig > 9).any():
@@ -173,7 +173,7 @@ class BulkVllm:
             raise Unusual("a keyword before the first stats line")
         if self.spec_lines == 0 and _any_kw(data, _CONFIG, int(p_at[0]) if len(p_at) else end):
             raise Unusual("a launch-config line")
-        if self.scan.any_kw(data, _WATCH, end):
+        if self.scan.any_kw(data, _WATCH, end, buf):
             raise Unusual("another engine's line")
         for p in range(0, end, 2 << 20):
             if data.find(b"\n", p, min(end, p + (2 << 20))) < 0:

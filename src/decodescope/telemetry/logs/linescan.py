@@ -31,6 +31,8 @@ MAX_DIGITS = 15  # digits of a captured number: below 2**53, exact as an int64 a
 _RUN = 16  # bytes looked at for a digit run (two words); a longer run is Unusual
 _P10 = 10 ** np.arange(MAX_DIGITS + 1, dtype=np.int64)
 SAMPLE_BYTES = 1 << 20  # where each keyword's rarest byte is chosen
+DENSE = 64  # a byte more frequent than 1 in DENSE: bytes.find of the keyword instead
+_TWO = np.array([0, 8])
 _HITS = 64  # hits of a watch keyword's rarest byte checked one by one before a whole find
 
 # A template: a tuple of tokens, each one of
@@ -53,45 +55,74 @@ class Scan:
 
     def __init__(self, first_block: Any) -> None:
         self.sample = bytes(first_block[:SAMPLE_BYTES])
-        self._rare: dict[bytes, int] = {}
+        self.freq = np.bincount(np.frombuffer(self.sample, np.uint8), minlength=256)
+        self._rare: dict[bytes, tuple[int, int, int]] = {}
+        self._buf: Any = None  # the block whose byte places are cached
+        self._hits: dict[tuple[int, int], Any] = {}
 
-    def rare(self, kw: bytes) -> tuple[int, int]:
-        """(index in kw of its byte least frequent in the sample, that byte's count there)."""
+    def rare(self, kw: bytes) -> tuple[int, int, int]:
+        """(index in kw of its byte least frequent in the sample, that byte's count there,
+        kw's count there)."""
         r = self._rare.get(kw)
         if r is None:
-            counts = [self.sample.count(kw[i:i + 1]) for i in range(len(kw))]
+            counts = [int(self.freq[b]) for b in kw]
             i = min(range(len(kw)), key=lambda i: (counts[i], i))
-            r = self._rare[kw] = (i, counts[i])
+            r = self._rare[kw] = (i, counts[i], self.sample.count(kw))
         return r
 
+    def _order(self, kw: bytes) -> list[int]:
+        """kw's byte indexes, rarest in the sample first."""
+        return sorted(range(len(kw)), key=lambda i: (int(self.freq[kw[i]]), i))
+
     def find(self, buf: Any, data: Any, kw: bytes, end: int) -> Any:
-        """Every place (ascending, int64) where kw lies whole in buf[:end] (buf: data's bytes).
-        Where kw's rarest byte is rare (at most twice as often as kw itself in the sample),
-        the places of that byte (one numpy compare), each checked whole; else `bytes.find`
-        from place to place."""
-        (r, nr), m = self.rare(kw), len(kw)
+        """Every place (ascending, int64) where kw lies whole in buf[:end] (buf: data's bytes,
+        a new array for each block). Where kw's rarest byte is not common (at most one byte in
+        DENSE of the sample, or at most twice kw's own count), the places of that byte (one
+        numpy compare, shared by the keywords of that byte), each checked whole; else
+        `bytes.find` from place to place. The keywords have no border (no overlapping
+        places) or, where they have, a line with two overlapping places is of another shape
+        for its template either way."""
+        (r, nr, nk), m = self.rare(kw), len(kw)
         if end < m:
             return np.empty(0, np.int64)
-        if nr > 2 * self.sample.count(kw) + 64:
+        if nr > len(self.sample) // DENSE and nr > 2 * nk + 64:
             out, p, find = [], data.find(kw, 0, end), data.find
             while p >= 0:
                 out.append(p)
                 p = find(kw, p + m, end)
             return np.array(out, np.int64)
-        at = np.flatnonzero(buf[r:end - m + 1 + r] == kw[r])
-        if at.size:
-            got = buf[at[:, None] + np.arange(m)]
-            at = at[(got == np.frombuffer(kw, np.uint8)).all(axis=1)]
-        return at.astype(np.int64)
+        key = (kw[r], end)
+        if self._buf is not buf:
+            self._buf, self._hits = buf, {}
+        hits = self._hits.get(key)
+        if hits is None:
+            hits = self._hits[key] = np.flatnonzero(buf[:end] == kw[r])
+        q = hits - r
+        q = q[(q >= 0) & (q <= end - m)]
+        for i in self._order(kw)[1:3]:  # two more of its rarest bytes: few places left
+            q = q[buf[q + i] == kw[i]]
+        if m >= 8:
+            w = words(buf)
+            ok = np.ones(len(q), bool)
+            for k in [*range(0, m - 7, 8), m - 8]:
+                ok &= w[q + k] == np.uint64(int.from_bytes(kw[k:k + 8], "little"))
+        else:
+            ok = (buf[q[:, None] + np.arange(m)] == np.frombuffer(kw, np.uint8)).all(axis=1)
+        return q[ok].astype(np.int64)
 
-    def any_kw(self, data: Any, kws: tuple[bytes, ...], end: int) -> bool:
+    def any_kw(self, data: Any, kws: tuple[bytes, ...], end: int, buf: Any = None) -> bool:
         """Whether any of kws occurs in data[:end] (`data.find(kw, 0, end) >= 0`): memchr
         of the keyword's rarest byte, each hit checked, where that byte is rare in the
-        sample; `bytes.find` of the whole keyword otherwise, or after _HITS hits."""
+        sample (or bytes.find of the keyword after _HITS hits); else `find` where that byte is
+        not common (its places may be known already: a byte of the lines' own keywords) and
+        buf (data's bytes) is given; else `bytes.find` of the whole keyword."""
         for kw in kws:
-            (r, nr), m = self.rare(kw), len(kw)
+            (r, nr, _), m = self.rare(kw), len(kw)
             if nr > _HITS:
-                if data.find(kw, 0, end) >= 0:
+                if nr <= len(self.sample) // DENSE and buf is not None:
+                    if len(self.find(buf, data, kw, end)):
+                        return True
+                elif data.find(kw, 0, end) >= 0:
                     return True
                 continue
             byte, hi = kw[r:r + 1], end - (m - 1 - r)  # kw's byte at p: kw ends by `end`
@@ -110,13 +141,33 @@ class Scan:
         return False
 
 
+def words(buf: Any) -> Any:
+    """buf (uint8) as one little-endian uint64 at every byte offset: an overlapping, unaligned
+    view (8 bytes in one gather)."""
+    return np.ndarray((len(buf) - 7,), "<u8", buf, 0, (1,))
+
+
+def gather(buf: Any, at: Any, n: int, w: Any = None) -> Any:
+    """(len(at), n) uint8: buf[a:a + n] for each a of at (a + n <= len(buf), n >= 8), a uint64
+    gather per 8 bytes."""
+    if n < 8:
+        return buf[np.asarray(at, np.int64)[:, None] + np.arange(n)]
+    w = words(buf) if w is None else w
+    whole, rest = divmod(n, 8)
+    offs = [8 * k for k in range(whole)] + ([n - 8] if rest else [])
+    got = w[np.asarray(at, np.int64)[:, None] + np.array(offs)].view(np.uint8)
+    if not rest:
+        return got
+    return np.concatenate((got[:, :8 * whole], got[:, -rest:]), axis=1)
+
+
 class _Bytes:
     """A block's bytes, and the same as one little-endian uint64 at every byte offset (an
     overlapping, unaligned view: 8 bytes in one gather)."""
 
     def __init__(self, buf: Any) -> None:
         self.b = buf
-        self.w = np.ndarray((len(buf) - 7,), "<u8", buf, 0, (1,))
+        self.w = words(buf)
 
 
 def _word(lit: bytes) -> tuple[int, int]:
@@ -126,7 +177,7 @@ def _word(lit: bytes) -> tuple[int, int]:
 
 def _runs(buf: _Bytes, c: Any, ok: Any) -> tuple[Any, Any]:
     """(length of the digit run at each of c, its bytes minus b"0" (n, _RUN) uint8)."""
-    dig = np.stack((buf.w[c], buf.w[c + 8]), axis=1).view(np.uint8) - np.uint8(48)
+    dig = buf.w[c[:, None] + _TWO].view(np.uint8) - np.uint8(48)
     isd = dig < 10
     n = (~isd).argmax(axis=1)
     if ((n == 0) & isd[:, 0] & ok).any():  # all digits
