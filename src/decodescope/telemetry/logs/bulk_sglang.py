@@ -1,9 +1,10 @@
-"""A whole read of a plain SGLang log in bulk: big blocks, one regex pass, numpy windows.
+"""A whole read of a plain SGLang log in bulk: big blocks, lines matched in bulk, numpy windows.
 
 The per-line reader hands each `Decode batch` line to Python (decode, parse, duplicate check,
-one EngineWindow, one summary add): ~30 µs a line. Here a block of 8 MiB is searched once
-with a pattern of the whole common line (`finditer`, C speed); the stamps are read from the
-bytes before each match with numpy; the windows (duration, idle dilution) and their summary
+one EngineWindow, one summary add): ~30 µs a line. Here, in a block of 8 MiB, the keyword's
+places are found and the whole common line (_TEMPLATE, the same as the regex _LINE) is
+matched and its numbers read for all lines at once with numpy (linescan.py, no per-line
+`re`); the stamps are read from the bytes before each line with numpy; the windows (duration, idle dilution) and their summary
 (columns.add_columns) are computed as arrays. The answer is the per-line read's, bit for bit
 (tests/test_logs_bulk.py compares whole summaries on the real logs and on logs with every
 fault), because the bulk read handles only what it can show is ordinary and gives up

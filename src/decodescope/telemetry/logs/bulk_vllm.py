@@ -1,7 +1,8 @@
 """A whole read of a plain vLLM V1 log in bulk (see bulk_sglang.py for the design).
 
-Two regex passes per block (the stats lines, the SpecDecoding lines; each a pattern of the
-whole common line), the stamps read from the bytes before each match with numpy, the windows
+The stats lines and the SpecDecoding lines of a block found and matched in bulk (linescan.py:
+_STATS_T and _spec_template(k), the same lines as the regexes _STATS and _spec_line(k)), the
+stamps read from the bytes before each match with numpy, the windows
 (interval, pairing, spec counts, step rates) and their summary as arrays. It handles the
 ordinary log only, and leaves every other to the per-line read (`Unusual`):
 
