@@ -389,3 +389,22 @@ def test_every_keyword_search_path(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         assert not _both(_write(tmp_path, "f.log", _faults()[name]), monkeypatch)
     for name in ("sglang line", "llama.cpp line", "spec line alone"):
         assert not _vboth(_write(tmp_path, "f.log", _vfaults()[name]), monkeypatch)
+
+
+def test_sparse_kept_blocks_hold_only_their_lines(tmp_path: Path) -> None:
+    """A kept block of few windows keeps its lines' bytes, not the whole block (a sparse log
+    would otherwise keep up to max_windows blocks of 8 MiB)."""
+    from decodescope.telemetry.logs.clock import Clock
+
+    path = _write(tmp_path, "s.log", _log(n=200))
+    counts = ParseCounts()
+    sg = bulk_sglang.BulkSglang(LogAccumulator(), counts, 50)
+    bulk_sglang.read_blocks(path, sg, counts, 3000)
+    sg.finish()
+    assert sg.kept and all(len(b.data) <= 300 * len(b.starts) for b in sg.kept)
+    vpath = _write(tmp_path, "v.log", _vlog(n=200))
+    counts = ParseCounts()
+    vb = bulk_vllm.BulkVllm(LogAccumulator(), counts, 50, Clock(2026))
+    bulk_sglang.read_blocks(vpath, vb, counts, 2500)
+    vb.finish()
+    assert vb.kept and all(len(r["data"]) <= 600 * len(r["t"]) for r in vb.kept)

@@ -22,6 +22,7 @@ otherwise (`Unusual`; the caller then reads the log line by line, from its start
 from __future__ import annotations
 
 import re
+import sys
 from collections import deque
 from typing import Any, Protocol
 
@@ -90,6 +91,27 @@ def hour_epochs(hour: Any, cache: dict[int, float], clock: Clock) -> Any:
             cache[k] = b
         base[i] = b
     return base[inv]
+
+
+SPARSE_LINES = 256  # a kept block of fewer windows keeps only their lines' bytes
+
+
+def compact(data: Buf, places: list[tuple[Any, int]]) -> tuple[bytes, list[Any]]:
+    """The lines of data at `places` (keyword places, -1: none, each array with the length of
+    its lines' head: the bytes from the newline before the line to the keyword) as new bytes
+    holding only them, and their places there. A kept block of few windows then holds a few
+    lines, not its 8 MiB: a sparse log keeps its last windows' lines, not as many blocks."""
+    out = bytearray()
+    new = []
+    for at, head in places:
+        moved = np.full(len(at), -1, np.int64)
+        for i, s in enumerate(at.tolist()):
+            if s >= 0:
+                moved[i] = len(out) + head
+                out += data[s - head:data.find(b"\n", s)]
+        new.append(moved)
+    out += b"\n"
+    return bytes(out), new
 
 
 class _Block:
@@ -274,6 +296,8 @@ class BulkSglang:
             estimated=est, step=np.where(known, step, np.nan),
             drafts_rate=np.where(rate_ok & (run > 0) & spec_off, 0.0, np.nan), idle=idle,
             zero_running=int(np.count_nonzero(rate_ok & (run <= 0))), flags=flags))
+        if len(blk.starts) < SPARSE_LINES:
+            blk.data, (blk.starts,) = compact(blk.data, [(blk.starts, blk.head)])
         self.kept.append(blk)
         self.kept_n += len(blk.starts)
         while self.kept_n - len(self.kept[0].starts) >= self.max_windows:
@@ -325,20 +349,23 @@ def read_blocks(path: str, bulk: Blocks, counts: ParseCounts, block_bytes: int) 
     comes again with the next block). Unusual for a line over MAX_LINE_BYTES / 2 and for a
     keyword in an unfinished last line (the per-line read decides whether it is cut)."""
     rest: Buf = b"\n"  # from the newline before the first line not read yet
+    cap = block_bytes + MAX_LINE_BYTES // 2 + 1  # a block and the rest of the one before
+    pool: list[bytearray] = []  # the blocks read: reused once nothing refers to them
     with open(path, "rb", buffering=0) as f:
         while True:
-            data = bytearray(len(rest) + block_bytes)  # a new one: kept windows refer to it
+            data = _free(pool) or bytearray(cap)  # bytes past the lines read are stale
             data[:len(rest)] = rest
             with memoryview(data) as view:
-                got = f.readinto(view[len(rest):])
+                got = f.readinto(view[len(rest):len(rest) + block_bytes])
             if not got:
                 break
             counts.bytes_read += got
-            del data[len(rest) + got:]
-            cut = data.rfind(b"\n") + 1
-            if len(data) - cut >= MAX_LINE_BYTES // 2:
+            n = len(rest) + got
+            cut = data.rfind(b"\n", 0, n) + 1
+            if n - cut >= MAX_LINE_BYTES // 2:
                 raise Unusual("a very long line")
-            rest = data[bulk.block(data, cut, False) - 1:]
+            rest = data[bulk.block(data, cut, False) - 1:n]
+            pool.append(data)
     cut = rest.rfind(b"\n") + 1
     if cut > 1:
         bulk.block(rest, cut, True)
@@ -346,6 +373,19 @@ def read_blocks(path: str, bulk: Blocks, counts: ParseCounts, block_bytes: int) 
         raise Unusual("a keyword in an unfinished last line")
     if bulk.head is None:
         raise Unusual("no stats line")
+
+
+def _free(pool: list[bytearray]) -> bytearray | None:
+    """A block of the pool that nothing else refers to (the kept windows, a held line and
+    the keyword search's cache refer to theirs), taken out of it: its memory is reused,
+    without the page faults of a new one. More than one such block: the others are dropped."""
+    found = None
+    for i in range(len(pool) - 1, -1, -1):
+        if sys.getrefcount(pool[i]) == 2:  # the pool's own reference, getrefcount's argument
+            b = pool.pop(i)
+            if found is None:
+                found = b
+    return found
 
 
 def read(path: str, acc: LogAccumulator, counts: ParseCounts, max_windows: int,

@@ -28,7 +28,15 @@ import numpy as np
 from decodescope.records.window import EngineWindow
 from decodescope.telemetry.logs import vllm
 from decodescope.telemetry.logs.accumulate import LogAccumulator
-from decodescope.telemetry.logs.bulk_sglang import Buf, Unusual, _any_kw, hour_epochs, read_blocks
+from decodescope.telemetry.logs.bulk_sglang import (
+    SPARSE_LINES,
+    Buf,
+    Unusual,
+    _any_kw,
+    compact,
+    hour_epochs,
+    read_blocks,
+)
 from decodescope.telemetry.logs.clock import _MORE, Clock, _has_year, _last_stamp_colon
 from decodescope.telemetry.logs.columns import WindowColumns, add_columns
 from decodescope.telemetry.logs.linescan import Scan, Template, gather, match
@@ -341,6 +349,15 @@ class BulkVllm:
             drafts = np.where(off, np.rint(accepted / (mal - 1.0)), drafts)
         self._columns(ts, t_start, gen, row["gen_tput"], row["running"], has, drafts,
                       accepted, off)
+        if len(ts) < SPARSE_LINES:
+            assert self.head is not None
+            heads = [(row["s_at"], len(self.head.raw))]
+            if self.spec_head is not None:
+                heads.append((row["p_at"], len(self.spec_head.raw)))
+            row["data"], moved = compact(row["data"], heads)
+            row["s_at"] = moved[0]
+            if self.spec_head is not None:
+                row["p_at"] = moved[1]
         self.kept.append(row)
         self.kept_n += len(ts)
         while self.kept_n - len(self.kept[0]["t"]) >= self.max_windows:

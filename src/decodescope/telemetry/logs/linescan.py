@@ -59,6 +59,7 @@ class Scan:
         self._rare: dict[bytes, tuple[int, int, int]] = {}
         self._buf: Any = None  # the block whose byte places are cached
         self._hits: dict[tuple[int, int], Any] = {}
+        self._mask = np.empty(0, bool)
 
     def rare(self, kw: bytes) -> tuple[int, int, int]:
         """(index in kw of its byte least frequent in the sample, that byte's count there,
@@ -96,7 +97,10 @@ class Scan:
             self._buf, self._hits = buf, {}
         hits = self._hits.get(key)
         if hits is None:
-            hits = self._hits[key] = np.flatnonzero(buf[:end] == kw[r])
+            if len(self._mask) < end:  # reused: no fresh pages for each block's compare
+                self._mask = np.empty(end, bool)
+            hits = self._hits[key] = np.flatnonzero(
+                np.equal(buf[:end], kw[r], out=self._mask[:end]))
         q = hits - r
         q = q[(q >= 0) & (q <= end - m)]
         for i in self._order(kw)[1:3]:  # two more of its rarest bytes: few places left
