@@ -237,19 +237,23 @@ def floor(path: Path, engine: str) -> None:
 def bulk_floor(path: Path, engine: str) -> None:
     """CPU seconds (in-process, best of 2) of the pieces the bulk read (bulk_vllm.py,
     bulk_sglang.py) pays over the whole file in its 8 MiB blocks, alone: reading the blocks,
-    its regex passes, the keyword scans of the other engines' watch keywords."""
-    from decodescope.telemetry.logs import bulk_sglang, bulk_vllm
+    finding the keyword places and matching the line templates (linescan.py), the scans for
+    the other engines' watch keywords."""
+    import numpy as np
+
+    from decodescope.telemetry.logs import bulk_sglang, bulk_vllm, linescan
 
     if engine not in ("vllm", "sglang"):
         sys.exit("--bulk-floor: vllm or sglang (llama.cpp has no bulk read)")
-    rxs = [bulk_sglang._LINE] if engine == "sglang" else [bulk_vllm._STATS,
-                                                          bulk_vllm._spec_line(3)]
+    kinds = [(bulk_sglang._KEY, bulk_sglang._TEMPLATE)] if engine == "sglang" else \
+        [(bulk_vllm._STATS_KEY, bulk_vllm._STATS_T),
+         (bulk_vllm._SPEC_KEY, bulk_vllm._spec_template(3))]
     kws = bulk_sglang._WATCH if engine == "sglang" else bulk_vllm._WATCH
 
-    def blocks() -> Iterable[bytes]:
+    def blocks() -> Iterable[bytearray]:
         with open(path, "rb", buffering=0) as f:
             while block := f.read(bulk_sglang.BLOCK_BYTES):
-                yield block
+                yield bytearray(block[:block.rfind(b"\n") + 1])
 
     def best(fn: Callable[[], object]) -> float:
         b = math.inf
@@ -259,14 +263,32 @@ def bulk_floor(path: Path, engine: str) -> None:
             b = min(b, time.process_time() - c0)
         return b
 
+    def places(match: bool) -> None:
+        scan = None
+        for d in blocks():
+            scan = scan or linescan.Scan(d)
+            buf = np.frombuffer(d, np.uint8)
+            for kw, template in kinds:
+                at = scan.find(buf, d, kw, len(d))
+                if match and len(at):
+                    linescan.match(buf, at + len(kw), len(d), template)
+
+    def watch() -> None:
+        scan = None
+        for d in blocks():
+            scan = scan or linescan.Scan(d)
+            scan.any_kw(d, kws, len(d))
+
     read = best(lambda: sum(1 for _ in blocks()))
-    regex = best(lambda: [len(list(r.finditer(d))) for d in blocks() for r in rxs]) - read
-    scans = best(lambda: [any(d.find(k) >= 0 for k in kws) for d in blocks()]) - read
+    find = best(lambda: places(False)) - read
+    lines = best(lambda: places(True)) - read - find
+    scans = best(watch) - read
     print(f"{path} ({path.stat().st_size / 1e6:.0f} MB), {engine}: CPU s, best of 2")
     print(f"  read the 8 MiB blocks                  {read:8.3f}")
-    print(f"  regex passes (minus the read)          {regex:8.3f}")
+    print(f"  keyword places (minus the read)        {find:8.3f}")
+    print(f"  line templates (minus the above)       {lines:8.3f}")
     print(f"  watch-keyword scans (minus the read)   {scans:8.3f}")
-    print(f"  sum (the bulk read's floor)            {read + regex + scans:8.3f}")
+    print(f"  sum (the bulk read's floor)            {read + find + lines + scans:8.3f}")
 
 
 def sglang_generate(path: Path, size_mb: int, seed: int = 1) -> None:
@@ -469,7 +491,8 @@ def main() -> int:
                     help="instead of the table, time analyze_log's stages in-process on FILE")
     ap.add_argument("--bulk-floor", metavar="FILE",
                     help="instead of the table, time (in-process) the pieces the bulk read "
-                         "pays on FILE (read, regex passes, keyword scans), a vLLM or SGLang "
+                         "pays on FILE (read, keyword places, line templates, keyword scans), "
+                         "a vLLM or SGLang "
                          "log of the first of --engines")
     ap.add_argument("--floor", metavar="FILE",
                     help="instead of the table, time (in-process) the pieces any per-line "

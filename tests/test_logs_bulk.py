@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from decodescope.records.window import EngineWindow
-from decodescope.telemetry.logs import accumulate, bulk_sglang, bulk_vllm, figures
+from decodescope.telemetry.logs import accumulate, bulk_sglang, bulk_vllm, figures, linescan
 from decodescope.telemetry.logs.accumulate import LogAccumulator, analyze_log
 from decodescope.telemetry.logs.bins import Binner
 from decodescope.telemetry.logs.columns import WindowColumns, add_columns
@@ -107,6 +107,10 @@ def test_one_line_and_two_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     assert _both(_write(tmp_path, "two.log", [_line(10.0), _line(400.0, run=1)]), monkeypatch)
 
 
+_LLAMA = ("0.05.000.000 I slot print_timing: id  1 | task 1 |        eval time =    5863.64 ms "
+          "/   646 tokens ( 9.08 ms per token, 110.17 tokens per second)")
+
+
 def _faults() -> dict[str, list[str]]:
     base = _log(n=120)
     dup = base[:60] + [base[59]] + base[60:]
@@ -124,7 +128,10 @@ def _faults() -> dict[str, list[str]]:
         base[60:]
     unknown = base[:60] + [_line(99999).replace("#queue-req: 0", "#queue-req: 0, #new: 3")] + \
         base[60:]
-    return {"duplicate line": dup, "nan duplicates": nan_dup, "stamp backwards": back,
+    return {"llama.cpp line": base[:60] + [_LLAMA] + base[60:],
+            "launch line later": base[:60] + ["server_args=ServerArgs(decode_log_interval=20)"]
+            + base[60:],
+            "duplicate line": dup, "nan duplicates": nan_dup, "stamp backwards": back,
             "another engine": other, "launch config": config, "ansi colour": ansi,
             "crlf endings": crlf, "two tags": tags, "forward count": forward,
             "unknown field": unknown}
@@ -335,6 +342,7 @@ def _vfaults() -> dict[str, list[str]]:
                           ": 3, 'method': 'mtp'}}"] + base,
         "another k": base[:i + 1] + [spec.replace("0.399", "0.399, 0.2")] + base[i + 2:],
         "sglang line": base[:i] + [_line(99999)] + base[i:],
+        "llama.cpp line": base[:i] + [_LLAMA] + base[i:],
         "ansi": base[:i] + ["\x1b[32m" + stats] + base[i + 1:],
         "early v1": [x.replace("Engine 000: ", "") for x in base],
         "nan": base[:i + 1] + [spec.replace("length: ", "length: nan, X: ")] + base[i + 2:],
@@ -367,3 +375,36 @@ def test_vllm_cut_last_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     lines = _vlog(n=60)
     assert not _vboth(_write(tmp_path, "cut.log", lines[:-1] + [lines[-1][:90]], end=""),
                       monkeypatch)
+
+
+@pytest.mark.parametrize("dense", [1, 64, 10 ** 6])
+def test_every_keyword_search_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                   dense: int) -> None:
+    """The bulk read's keyword places and watch keywords by each of linescan's paths (the
+    byte places in numpy, bytes.find, memchr of a rare byte): same summaries, same faults."""
+    monkeypatch.setattr(linescan, "DENSE", dense)
+    assert _both(_write(tmp_path, "s.log", _log()), monkeypatch)
+    assert _vboth(_write(tmp_path, "v.log", _vlog()), monkeypatch)
+    for name in ("another engine", "llama.cpp line", "launch line later"):
+        assert not _both(_write(tmp_path, "f.log", _faults()[name]), monkeypatch)
+    for name in ("sglang line", "llama.cpp line", "spec line alone"):
+        assert not _vboth(_write(tmp_path, "f.log", _vfaults()[name]), monkeypatch)
+
+
+def test_sparse_kept_blocks_hold_only_their_lines(tmp_path: Path) -> None:
+    """A kept block of few windows keeps its lines' bytes, not the whole block (a sparse log
+    would otherwise keep up to max_windows blocks of 8 MiB)."""
+    from decodescope.telemetry.logs.clock import Clock
+
+    path = _write(tmp_path, "s.log", _log(n=200))
+    counts = ParseCounts()
+    sg = bulk_sglang.BulkSglang(LogAccumulator(), counts, 50)
+    bulk_sglang.read_blocks(path, sg, counts, 3000)
+    sg.finish()
+    assert sg.kept and all(len(b.data) <= 300 * len(b.starts) for b in sg.kept)
+    vpath = _write(tmp_path, "v.log", _vlog(n=200))
+    counts = ParseCounts()
+    vb = bulk_vllm.BulkVllm(LogAccumulator(), counts, 50, Clock(2026))
+    bulk_sglang.read_blocks(vpath, vb, counts, 2500)
+    vb.finish()
+    assert vb.kept and all(len(r["data"]) <= 600 * len(r["t"]) for r in vb.kept)

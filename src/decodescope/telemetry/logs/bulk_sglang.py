@@ -1,9 +1,10 @@
-"""A whole read of a plain SGLang log in bulk: big blocks, one regex pass, numpy windows.
+"""A whole read of a plain SGLang log in bulk: big blocks, lines matched in bulk, numpy windows.
 
 The per-line reader hands each `Decode batch` line to Python (decode, parse, duplicate check,
-one EngineWindow, one summary add): ~30 µs a line. Here a block of 8 MiB is searched once
-with a pattern of the whole common line (`finditer`, C speed); the stamps are read from the
-bytes before each match with numpy; the windows (duration, idle dilution) and their summary
+one EngineWindow, one summary add): ~30 µs a line. Here, in a block of 8 MiB, the keyword's
+places are found and the whole common line (_TEMPLATE, the same as the regex _LINE) is
+matched and its numbers read for all lines at once with numpy (linescan.py, no per-line
+`re`); the stamps are read from the bytes before each line with numpy; the windows (duration, idle dilution) and their summary
 (columns.add_columns) are computed as arrays. The answer is the per-line read's, bit for bit
 (tests/test_logs_bulk.py compares whole summaries on the real logs and on logs with every
 fault), because the bulk read handles only what it can show is ordinary and gives up
@@ -21,6 +22,7 @@ otherwise (`Unusual`; the caller then reads the log line by line, from its start
 from __future__ import annotations
 
 import re
+import sys
 from collections import deque
 from typing import Any, Protocol
 
@@ -31,6 +33,7 @@ from decodescope.telemetry.logs import sglang, vllm
 from decodescope.telemetry.logs.accumulate import LogAccumulator
 from decodescope.telemetry.logs.clock import Clock
 from decodescope.telemetry.logs.columns import WindowColumns, add_columns
+from decodescope.telemetry.logs.linescan import Scan, Template, Unusual, gather, match
 from decodescope.telemetry.logs.parse_counts import ParseCounts
 from decodescope.telemetry.logs.pipeline import _ALL_KEYWORDS, DUP_RECENT, DUP_WINDOW_S
 from decodescope.telemetry.logs.pipeline import BACKWARDS_SLACK_S as BACK_S
@@ -51,6 +54,18 @@ _LINE = re.compile(
     rb", (?:accept len: (" + _N + rb"), accept rate: " + _N + rb", )?"
     rb"(?:cuda graph: (?:True|False), )?gen throughput \(token/s\): (" + _N +
     rb"), #queue-req: \d+(?:, ?)?)(?=\n))?")
+# The same line as a linescan template (matched in bulk, the numbers read with numpy).
+_KEY = b"Decode batch"
+_NUM = (b"dec", None)
+_TEMPLATE: Template = (
+    (b"alt", (b". #running-req: ", b", #running-req: ")), (b"int", "run"),
+    (b"lit", b", #token: "), (b"int", None), (b"lit", b", token usage: "), _NUM,
+    (b"lit", b", "),
+    (b"opt", ((b"lit", b"accept len: "), (b"dec", "acc"), (b"lit", b", accept rate: "), _NUM,
+              (b"lit", b", "))),
+    (b"opt", ((b"lit", b"cuda graph: "), (b"alt", (b"True, ", b"False, ")))),
+    (b"lit", b"gen throughput (token/s): "), (b"dec", "gen"), (b"lit", b", #queue-req: "),
+    (b"int", None), (b"end", (b", \n", b",\n", b"\n")))
 _HEAD = re.compile(rb"\n\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d((?: [A-Za-z]+\d+)*)\] ")
 _DIGITS = [1 + i for i in (1, 2, 3, 4, 6, 7, 9, 10, 12, 13, 15, 16, 18, 19)]  # in _HEAD
 # Searched after the first Decode line, as the per-line reader does (pipeline._ENGINES watch
@@ -60,10 +75,6 @@ _WATCH = (sglang.CONFIG_KEY.encode(), vllm.STATS_KEY.encode(), b"eval time =")
 
 
 Buf = bytes | bytearray
-
-
-class Unusual(Exception):
-    """The log has something the bulk read leaves to the per-line read."""
 
 
 def hour_epochs(hour: Any, cache: dict[int, float], clock: Clock) -> Any:
@@ -80,6 +91,27 @@ def hour_epochs(hour: Any, cache: dict[int, float], clock: Clock) -> Any:
             cache[k] = b
         base[i] = b
     return base[inv]
+
+
+SPARSE_LINES = 256  # a kept block of fewer windows keeps only their lines' bytes
+
+
+def compact(data: Buf, places: list[tuple[Any, int]]) -> tuple[bytes, list[Any]]:
+    """The lines of data at `places` (keyword places, -1: none, each array with the length of
+    its lines' head: the bytes from the newline before the line to the keyword) as new bytes
+    holding only them, and their places there. A kept block of few windows then holds a few
+    lines, not its 8 MiB: a sparse log keeps its last windows' lines, not as many blocks."""
+    out = bytearray()
+    new = []
+    for at, head in places:
+        moved = np.full(len(at), -1, np.int64)
+        for i, s in enumerate(at.tolist()):
+            if s >= 0:
+                moved[i] = len(out) + head
+                out += data[s - head:data.find(b"\n", s)]
+        new.append(moved)
+    out += b"\n"
+    return bytes(out), new
 
 
 class _Block:
@@ -108,32 +140,30 @@ class BulkSglang:
         self.recent: list[float] = []  # durations of the last RECENT_WINDOWS windows
         self.kept: deque[_Block] = deque()
         self.kept_n = 0
+        self.scan: Scan | None = None
 
     def block(self, data: Buf, end: int, final: bool) -> int:
         """The whole lines of data[:end]; `data[0]` is the newline before the first."""
         before_first = self.head is None
-        ms = list(_LINE.finditer(data, 0, end))
-        if before_first and _any_kw(data, _ALL_KEYWORDS, ms[0].start() if ms else end):
+        if self.scan is None:
+            self.scan = Scan(data)
+        buf = np.frombuffer(data, np.uint8)
+        starts = self.scan.find(buf, data, _KEY, end)
+        if before_first and _any_kw(data, _ALL_KEYWORDS, int(starts[0]) if len(starts) else end):
             raise Unusual("a keyword before the first Decode line")
-        if _any_kw(data, _WATCH, end):
+        if self.scan.any_kw(data, _WATCH, end, buf):
             raise Unusual("another engine's line or the launch line")
         for p in range(0, end, MAX_LINE_BYTES // 2):
             if data.find(b"\n", p, min(end, p + MAX_LINE_BYTES // 2)) < 0:
                 raise Unusual("a very long line")
-        if not ms:
+        if not len(starts):
             return end
-        groups = [m.groups() for m in ms]
-        if None in [g[0] for g in groups]:
-            raise Unusual("a Decode line of another shape")
-        starts = np.array([m.start() for m in ms], np.int64)
+        got = match(buf, starts + len(_KEY), end, _TEMPLATE)
         t = self._stamps(data, starts)
-        cols = list(zip(*groups, strict=True))
-        run = np.array(list(map(float, cols[1])))
-        acc_len = np.array([float(x) if x is not None else np.nan for x in cols[2]])
-        gen = np.array(list(map(float, cols[3])))
+        run, acc_len, gen = got["run"], got["acc"], got["gen"]
         self._integrity(t, run, acc_len, gen)
-        self.counts.lines_matched += len(ms)
-        self.counts.lines_parsed += len(ms)
+        self.counts.lines_matched += len(starts)
+        self.counts.lines_parsed += len(starts)
         spec = ~np.isnan(acc_len)
         firsts = sorted((int(np.argmax(m)), k) for k, m in enumerate((~spec, spec)) if m.any())
         for _, k in firsts:  # a format is first counted where it first occurs
@@ -153,7 +183,7 @@ class BulkSglang:
         if int(starts[0]) < len(head):
             raise Unusual("a Decode line at the start of a block")
         buf = np.frombuffer(data, np.uint8)
-        got = buf[starts[:, None] + np.arange(-len(head), 0)]
+        got = gather(buf, starts - len(head), len(head))
         fixed = np.ones(len(head), bool)
         fixed[_DIGITS] = False
         digits = got[:, _DIGITS].astype(np.int64) - 48
@@ -266,6 +296,8 @@ class BulkSglang:
             estimated=est, step=np.where(known, step, np.nan),
             drafts_rate=np.where(rate_ok & (run > 0) & spec_off, 0.0, np.nan), idle=idle,
             zero_running=int(np.count_nonzero(rate_ok & (run <= 0))), flags=flags))
+        if len(blk.starts) < SPARSE_LINES:
+            blk.data, (blk.starts,) = compact(blk.data, [(blk.starts, blk.head)])
         self.kept.append(blk)
         self.kept_n += len(blk.starts)
         while self.kept_n - len(self.kept[0].starts) >= self.max_windows:
@@ -317,20 +349,23 @@ def read_blocks(path: str, bulk: Blocks, counts: ParseCounts, block_bytes: int) 
     comes again with the next block). Unusual for a line over MAX_LINE_BYTES / 2 and for a
     keyword in an unfinished last line (the per-line read decides whether it is cut)."""
     rest: Buf = b"\n"  # from the newline before the first line not read yet
+    cap = block_bytes + MAX_LINE_BYTES // 2 + 1  # a block and the rest of the one before
+    pool: list[bytearray] = []  # the blocks read: reused once nothing refers to them
     with open(path, "rb", buffering=0) as f:
         while True:
-            data = bytearray(len(rest) + block_bytes)  # a new one: kept windows refer to it
+            data = _free(pool) or bytearray(cap)  # bytes past the lines read are stale
             data[:len(rest)] = rest
             with memoryview(data) as view:
-                got = f.readinto(view[len(rest):])
+                got = f.readinto(view[len(rest):len(rest) + block_bytes])
             if not got:
                 break
             counts.bytes_read += got
-            del data[len(rest) + got:]
-            cut = data.rfind(b"\n") + 1
-            if len(data) - cut >= MAX_LINE_BYTES // 2:
+            n = len(rest) + got
+            cut = data.rfind(b"\n", 0, n) + 1
+            if n - cut >= MAX_LINE_BYTES // 2:
                 raise Unusual("a very long line")
-            rest = data[bulk.block(data, cut, False) - 1:]
+            rest = data[bulk.block(data, cut, False) - 1:n]
+            pool.append(data)
     cut = rest.rfind(b"\n") + 1
     if cut > 1:
         bulk.block(rest, cut, True)
@@ -338,6 +373,19 @@ def read_blocks(path: str, bulk: Blocks, counts: ParseCounts, block_bytes: int) 
         raise Unusual("a keyword in an unfinished last line")
     if bulk.head is None:
         raise Unusual("no stats line")
+
+
+def _free(pool: list[bytearray]) -> bytearray | None:
+    """A block of the pool that nothing else refers to (the kept windows, a held line and
+    the keyword search's cache refer to theirs), taken out of it: its memory is reused,
+    without the page faults of a new one. More than one such block: the others are dropped."""
+    found = None
+    for i in range(len(pool) - 1, -1, -1):
+        if sys.getrefcount(pool[i]) == 2:  # the pool's own reference, getrefcount's argument
+            b = pool.pop(i)
+            if found is None:
+                found = b
+    return found
 
 
 def read(path: str, acc: LogAccumulator, counts: ParseCounts, max_windows: int,

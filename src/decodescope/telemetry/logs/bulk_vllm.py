@@ -1,7 +1,8 @@
 """A whole read of a plain vLLM V1 log in bulk (see bulk_sglang.py for the design).
 
-Two regex passes per block (the stats lines, the SpecDecoding lines; each a pattern of the
-whole common line), the stamps read from the bytes before each match with numpy, the windows
+The stats lines and the SpecDecoding lines of a block found and matched in bulk (linescan.py:
+_STATS_T and _spec_template(k), the same lines as the regexes _STATS and _spec_line(k)), the
+stamps read from the bytes before each match with numpy, the windows
 (interval, pairing, spec counts, step rates) and their summary as arrays. It handles the
 ordinary log only, and leaves every other to the per-line read (`Unusual`):
 
@@ -27,9 +28,18 @@ import numpy as np
 from decodescope.records.window import EngineWindow
 from decodescope.telemetry.logs import vllm
 from decodescope.telemetry.logs.accumulate import LogAccumulator
-from decodescope.telemetry.logs.bulk_sglang import Buf, Unusual, _any_kw, hour_epochs, read_blocks
+from decodescope.telemetry.logs.bulk_sglang import (
+    SPARSE_LINES,
+    Buf,
+    Unusual,
+    _any_kw,
+    compact,
+    hour_epochs,
+    read_blocks,
+)
 from decodescope.telemetry.logs.clock import _MORE, Clock, _has_year, _last_stamp_colon
 from decodescope.telemetry.logs.columns import WindowColumns, add_columns
+from decodescope.telemetry.logs.linescan import Scan, Template, gather, match
 from decodescope.telemetry.logs.parse_counts import ParseCounts
 from decodescope.telemetry.logs.pipeline import _ALL_KEYWORDS, DUP_RECENT, DUP_WINDOW_S
 from decodescope.telemetry.logs.pipeline import BACKWARDS_SLACK_S as BACK_S
@@ -69,6 +79,28 @@ def _spec_line(k: int | None) -> re.Pattern[bytes]:
 
 
 _SPEC_ANY = _spec_line(None)
+# The same lines as linescan templates (matched in bulk, the numbers read with numpy).
+_STATS_KEY = vllm.STATS_KEY.encode()
+_SPEC_KEY = b" metrics: "
+_D = (b"dec", None)
+_STATS_T: Template = (
+    _D, (b"lit", b" tokens/s, Avg generation throughput: "), (b"dec", "gen"),
+    (b"lit", b" tokens/s, Running: "), (b"int", "run"), (b"lit", b" reqs, Waiting: "),
+    (b"int", None), (b"lit", b" reqs, GPU KV cache usage: "), _D,
+    (b"lit", b"%, Prefix cache hit rate: "), _D, (b"lit", b"%"), (b"end", (b"\n",)))
+
+
+def _spec_template(k: int) -> Template:
+    """_spec_line(k) after its keyword."""
+    return (
+        (b"lit", b"Mean acceptance length: "), (b"dec", "mal"),
+        (b"lit", b", Accepted throughput: "), _D, (b"lit", b" tokens/s, Drafted throughput: "),
+        _D, (b"lit", b" tokens/s, Accepted: "), (b"int", "acc"), (b"lit", b" tokens, Drafted: "),
+        (b"int", "drafted"), (b"lit", b" tokens, Per-position acceptance rate: "), _D,
+        *[t for _ in range(k - 1) for t in ((b"lit", b", "), _D)],
+        (b"lit", b", Avg Draft acceptance rate: "), _D, (b"lit", b"%"), (b"end", (b"\n",)))
+
+
 _CONFIG = (vllm.CONFIG_KEY.encode(), vllm.LAUNCH_KEY.encode())
 _WATCH = (b"Decode batch", b"eval time =")  # pipeline._ENGINES: the other engines' watch
 
@@ -97,7 +129,7 @@ class _Head:
         n = len(self.raw)
         if int(starts[0]) < n:
             raise Unusual("a line at the start of a block")
-        got = buf[starts[:, None] + np.arange(-n, 0)]
+        got = gather(buf, starts - n, n)
         dig = got[:, self.digits].astype(np.int64) - 48
         if (got[:, self.fixed] != self.arr[self.fixed]).any() or (dig < 0).any() or \
                 (dig > 9).any():
@@ -118,7 +150,8 @@ class BulkVllm:
         self.month: int | None = None
         self.hours: dict[int, float] = {}
         self.k: int | None = None  # per-position rates on the spec lines
-        self.spec_rx = _SPEC_ANY  # then the pattern of k rates
+        self.spec_t: Template | None = None  # the spec line's template, once k is known
+        self.scan: Scan | None = None
         self.spec_lines = 0
         self.prev_t: float | None = None  # last record's stamp (jumps back)
         self.recent: dict[int, Any] = {0: np.empty(0), 1: np.empty(0)}  # stamps, per kind
@@ -133,58 +166,61 @@ class BulkVllm:
     def block(self, data: Buf, end: int, final: bool) -> int:
         """The whole lines of data[:end] (data[0] the newline before the first); returns
         where the lines read end: a last stats line waits for its spec line in the next."""
-        if self.k is None:
-            m = _SPEC_ANY.search(data, 0, end)
+        if self.scan is None:
+            self.scan = Scan(data)
+        buf = np.frombuffer(data, np.uint8)
+        s_at = self.scan.find(buf, data, _STATS_KEY, end)
+        p_at = self.scan.find(buf, data, _SPEC_KEY, end)
+        if self.k is None and len(p_at):
+            m = _SPEC_ANY.match(data, int(p_at[0]), end)
             if m is not None and m.group(4) is not None:
                 self.k = m.group(4).count(b", ") + 1
-                self.spec_rx = _spec_line(self.k)
-        st = list(_STATS.finditer(data, 0, end))
-        sp = list(self.spec_rx.finditer(data, 0, end))
-        first = min(m.start() for m in st[:1] + sp[:1]) if st or sp else end
+                self.spec_t = _spec_template(self.k)
+        first = min(int(a[0]) for a in (s_at, p_at) if len(a)) if len(s_at) or len(p_at) \
+            else end
         if self.head is None and _any_kw(data, _ALL_KEYWORDS, first):
             raise Unusual("a keyword before the first stats line")
-        if self.spec_lines == 0 and _any_kw(data, _CONFIG, sp[0].start() if sp else end):
+        if self.spec_lines == 0 and _any_kw(data, _CONFIG, int(p_at[0]) if len(p_at) else end):
             raise Unusual("a launch-config line")
-        if _any_kw(data, _WATCH, end):
+        if self.scan.any_kw(data, _WATCH, end, buf):
             raise Unusual("another engine's line")
         for p in range(0, end, 2 << 20):
             if data.find(b"\n", p, min(end, p + (2 << 20))) < 0:
                 raise Unusual("a very long line")
-        if not st and not sp:
+        if not len(s_at) and not len(p_at):
             return end
         if self.head is None:
-            if not st or (sp and sp[0].start() < st[0].start()):
+            if not len(s_at) or (len(p_at) and p_at[0] < s_at[0]):
                 raise Unusual("a spec line before the first stats line")
-            self._first_line(data, st[0].start())
+            self._first_line(data, int(s_at[0]))
         used = end
-        if not final and st and (not sp or sp[-1].start() < st[-1].start()):
-            used = data.rfind(b"\n", 0, st[-1].start()) + 1
-            st = st[:-1]
-            if not st and not sp:
+        if not final and len(s_at) and (not len(p_at) or p_at[-1] < s_at[-1]):
+            used = data.rfind(b"\n", 0, int(s_at[-1])) + 1
+            s_at = s_at[:-1]
+            if not len(s_at) and not len(p_at):
                 return used
-        sg = [m.groups() for m in st]
-        pg = [m.groups() for m in sp]
-        if any(g[0] is None for g in sg) or any(g[0] is None for g in pg):
-            raise Unusual("a stats or spec line of another shape")
-        if sp and self.spec_head is None:
-            self.spec_head = _Head(data, sp[0].start())
+        sg = match(buf, s_at + len(_STATS_KEY), end, _STATS_T) if len(s_at) else {}
+        if len(p_at) and self.spec_t is None:
+            raise Unusual("a spec line of another shape")
+        pg = match(buf, p_at + len(_SPEC_KEY), end, self.spec_t) if len(p_at) and \
+            self.spec_t is not None else {}
+        if len(p_at) and self.spec_head is None:
+            self.spec_head = _Head(data, int(p_at[0]))
             if vllm._head(self.spec_head.text, len(self.spec_head.text), Clock(2000))[1] \
                     != self.pid:
                 raise Unusual("spec lines of another pid")
-        buf = np.frombuffer(data, np.uint8)
-        s_at = np.array([m.start() for m in st], np.int64)
-        p_at = np.array([m.start() for m in sp], np.int64)
         assert self.head is not None
-        s_md = self.head.fields(buf, s_at) if st else np.empty((0, 5), np.int64)
-        p_md = self.spec_head.fields(buf, p_at) if sp and self.spec_head \
+        n_s, n_p = len(s_at), len(p_at)
+        s_md = self.head.fields(buf, s_at) if n_s else np.empty((0, 5), np.int64)
+        p_md = self.spec_head.fields(buf, p_at) if n_p and self.spec_head \
             else np.empty((0, 5), np.int64)
-        kinds = np.concatenate((np.zeros(len(st), np.int8), np.ones(len(sp), np.int8)))
+        kinds = np.concatenate((np.zeros(n_s, np.int8), np.ones(n_p, np.int8)))
         order = np.argsort(np.concatenate((s_at, p_at)), kind="stable")
         kinds = kinds[order]
         years = np.empty(len(order), np.int64)
         years[order] = self._years(np.concatenate((s_md[:, 0], p_md[:, 0]))[order])
-        ts = self._stamps(s_md, years[:len(st)])
-        tp = self._stamps(p_md, years[len(st):])
+        ts = self._stamps(s_md, years[:n_s])
+        tp = self._stamps(p_md, years[n_s:])
         # Pairing (VllmAssembler.feed): a spec line right after its stats line, same second.
         is_spec = np.flatnonzero(kinds == 1)
         if is_spec.size and (is_spec[0] == 0 or (kinds[is_spec - 1] != 0).any()):
@@ -193,7 +229,6 @@ class BulkVllm:
         if (np.abs(tp - ts[owner]) > PAIR_TOLERANCE_S).any():
             raise Unusual("a spec line apart from its stats line")
         self._integrity(np.concatenate((ts, tp))[order], kinds)
-        n_s, n_p = len(st), len(sp)
         self.spec_lines += n_p
         self.counts.lines_matched += n_s + n_p
         self.counts.lines_parsed += n_s + n_p
@@ -201,21 +236,18 @@ class BulkVllm:
                                  (("vllm v1 stats", s_at), ("vllm v1-d spec", p_at)) if len(a)):
             self.counts.formats[name] += n  # a format is first counted where it first occurs
         if n_s:
-            cols = list(zip(*sg, strict=True))
             spec_at = np.full(n_s, -1, np.int64)
             spec_at[owner] = p_at
             has = spec_at >= 0
             row: dict[str, Any] = {
                 "data": data, "s_at": s_at, "p_at": spec_at, "t": ts, "has": has,
-                "gen_tput": np.array(list(map(float, cols[0]))),
-                "running": np.array(list(map(float, cols[1]))),
+                "gen_tput": sg["gen"], "running": sg["run"],
                 "mal": np.full(n_s, np.nan), "accepted": np.zeros(n_s),
                 "drafted": np.zeros(n_s)}
             if n_p:
-                pcols = list(zip(*pg, strict=True))
-                row["mal"][owner] = np.array(list(map(float, pcols[0])))
-                row["accepted"][owner] = np.array(list(map(float, pcols[1])))
-                row["drafted"][owner] = np.array(list(map(float, pcols[2])))
+                row["mal"][owner] = pg["mal"]
+                row["accepted"][owner] = pg["acc"]
+                row["drafted"][owner] = pg["drafted"]
             self._rows(row)
         return used
 
@@ -317,6 +349,15 @@ class BulkVllm:
             drafts = np.where(off, np.rint(accepted / (mal - 1.0)), drafts)
         self._columns(ts, t_start, gen, row["gen_tput"], row["running"], has, drafts,
                       accepted, off)
+        if len(ts) < SPARSE_LINES:
+            assert self.head is not None
+            heads = [(row["s_at"], len(self.head.raw))]
+            if self.spec_head is not None:
+                heads.append((row["p_at"], len(self.spec_head.raw)))
+            row["data"], moved = compact(row["data"], heads)
+            row["s_at"] = moved[0]
+            if self.spec_head is not None:
+                row["p_at"] = moved[1]
         self.kept.append(row)
         self.kept_n += len(ts)
         while self.kept_n - len(self.kept[0]["t"]) >= self.max_windows:

@@ -1,0 +1,165 @@
+"""linescan.match accepts what the bulk readers' line regexes accept and reads the same numbers,
+bit for bit (`float()` of the captured text), on the common lines and on every one-byte
+mutation class of them; it may refuse more (numbers of 16 digits and more: the per-line read
+then takes the log), never less. Scan.find and Scan.any_kw agree with bytes.find."""
+
+from __future__ import annotations
+
+import random
+import re
+
+import numpy as np
+import pytest
+
+from decodescope.telemetry.logs import bulk_sglang, bulk_vllm, linescan
+from decodescope.telemetry.logs.linescan import Scan, Template, Unusual, match
+
+_SG = ("[2026-09-01 00:00:01 TP0] Decode batch{sep} #running-req: {run}, #token: 71157, token "
+       "usage: 0.15, {spec}{cuda}gen throughput (token/s): {gen}, #queue-req: 0{tail}")
+_ST = ("(APIServer pid=5020) INFO 09-01 00:00:10 [loggers.py:271] Engine 000: Avg prompt "
+       "throughput: 327.4 tokens/s, Avg generation throughput: {gen} tokens/s, Running: {run} "
+       "reqs, Waiting: 2 reqs, GPU KV cache usage: 19.0%, Prefix cache hit rate: 0.0%")
+_SP = ("(APIServer pid=5020) INFO 09-01 00:00:10 [metrics.py:101] SpecDecoding metrics: Mean "
+       "acceptance length: {mal}, Accepted throughput: 285.90 tokens/s, Drafted throughput: "
+       "465.90 tokens/s, Accepted: {acc} tokens, Drafted: {dr} tokens, Per-position acceptance "
+       "rate: {pp}, Avg Draft acceptance rate: 61.4%")
+
+
+def _num(rng: random.Random, dec: bool) -> str:
+    whole = str(rng.choice((0, 1, 7, 12, 305, 4096, rng.randrange(10 ** rng.randrange(1, 15)))))
+    if not dec or rng.random() < 0.3:
+        return whole
+    return f"{whole}.{rng.randrange(10 ** 6):0{rng.randrange(1, 7)}d}"[:16]
+
+
+def _sglang(rng: random.Random) -> str:
+    return _SG.format(
+        sep=rng.choice(".,"), run=_num(rng, False), gen=_num(rng, True),
+        spec=rng.choice(("", f"accept len: {_num(rng, True)}, accept rate: 0.73, ")),
+        cuda=rng.choice(("", "cuda graph: True, ", "cuda graph: False, ")),
+        tail=rng.choice((", ", ",", "")))
+
+
+def _stats(rng: random.Random) -> str:
+    return _ST.format(gen=_num(rng, True), run=_num(rng, False))
+
+
+def _spec(rng: random.Random, k: int) -> str:
+    return _SP.format(mal=_num(rng, True), acc=_num(rng, False), dr=_num(rng, False),
+                      pp=", ".join(_num(rng, True) for _ in range(k)))
+
+
+def _mutate(rng: random.Random, line: str) -> str:
+    i = rng.randrange(len(line))
+    c = rng.choice("0123456789.,: x%-\n") if rng.random() < 0.9 else "1" * 17
+    op = rng.randrange(3)
+    if op == 0:
+        return line[:i] + line[i + 1:]
+    if op == 1:
+        return line[:i] + c + line[i:]
+    return line[:i] + c + line[i + 1:]
+
+
+# (keyword, regex of the line from its keyword (group 1: None when refused), template,
+# captured names -> regex group)
+def _cases(k: int) -> dict[str, tuple[bytes, re.Pattern[bytes], Template, dict[str, int]]]:
+    return {
+        "sglang": (bulk_sglang._KEY, bulk_sglang._LINE, bulk_sglang._TEMPLATE,
+                   {"run": 2, "acc": 3, "gen": 4}),
+        "stats": (bulk_vllm._STATS_KEY, bulk_vllm._STATS, bulk_vllm._STATS_T,
+                  {"gen": 1, "run": 2}),
+        "spec": (bulk_vllm._SPEC_KEY, bulk_vllm._spec_line(k), bulk_vllm._spec_template(k),
+                 {"mal": 1, "acc": 2, "drafted": 3}),
+    }
+
+
+def _long_digits(text: bytes) -> bool:
+    return re.search(rb"\d{16}", text) is not None or any(
+        len(m.group().replace(b".", b"")) > 15 for m in re.finditer(rb"\d+(?:\.\d+)?", text))
+
+
+@pytest.mark.parametrize("kind", ["sglang", "stats", "spec"])
+@pytest.mark.parametrize("seed", range(3))
+def test_match_is_the_regex(kind: str, seed: int) -> None:
+    rng = random.Random(seed)
+    k = rng.randrange(1, 5)
+    key, rx, template, groups = _cases(k)[kind]
+    make = {"sglang": lambda: _sglang(rng), "stats": lambda: _stats(rng),
+            "spec": lambda: _spec(rng, k)}[kind]
+    accepted = refused = 0
+    for n in range(1500):
+        line = make()
+        if n % 3:
+            line = _mutate(rng, line)
+            if n % 7 == 0:
+                line = _mutate(rng, line)
+        block = b"\n" + line.encode() + b"\n"
+        at = block.find(key)
+        if at < 0:
+            continue
+        m = rx.match(block, at, len(block))
+        assert m is not None
+        buf = np.frombuffer(block, np.uint8)
+        try:
+            got = match(buf, np.array([at + len(key)]), len(block), template)
+        except Unusual:
+            got = None
+        if m.group(1) is None:
+            assert got is None, line
+            refused += 1
+            continue
+        if got is None:  # refused where the regex accepts: only for very long numbers
+            assert _long_digits(block[at:m.end()]), line
+            continue
+        accepted += 1
+        for name, g in groups.items():
+            want = m.group(g)
+            v = float(got[name][0])
+            if want is None:
+                assert v != v, line
+            else:
+                assert v == float(want) and repr(v) == repr(float(want)), (line, name)
+    assert accepted > 300 and refused > 100
+
+
+def test_match_many_lines_at_once() -> None:
+    rng = random.Random(5)
+    lines = [_sglang(rng) for _ in range(400)]
+    block = ("\n" + "\n".join(lines) + "\n").encode()
+    buf = np.frombuffer(block, np.uint8)
+    scan = Scan(block)
+    at = scan.find(buf, block, bulk_sglang._KEY, len(block))
+    assert at.tolist() == [m.start() for m in re.finditer(b"Decode batch", block)]
+    got = match(buf, at + len(bulk_sglang._KEY), len(block), bulk_sglang._TEMPLATE)
+    for i, m in enumerate(bulk_sglang._LINE.finditer(block)):
+        assert got["gen"][i] == float(m.group(4))
+        assert got["run"][i] == float(m.group(2))
+        a = m.group(3)
+        assert (got["acc"][i] != got["acc"][i]) if a is None else got["acc"][i] == float(a)
+    bad = block.replace(b"#queue-req: 0", b"#queue-req: x", 1)
+    with pytest.raises(Unusual):
+        match(np.frombuffer(bad, np.uint8), at + len(bulk_sglang._KEY), len(bad),
+              bulk_sglang._TEMPLATE)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("dense", [1, 64, 10 ** 6])  # which path find and any_kw take
+def test_scan_is_bytes_find(seed: int, dense: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(linescan, "DENSE", dense)
+    rng = random.Random(seed)
+    alphabet = b"ab=D\n metrics:Avgevaltime"
+    data = bytes(rng.choice(alphabet) for _ in range(20000))
+    kws = (b"eval time =", b" metrics: ", b"Decode batch", b"ab", b"=", b"Dab")
+    for kw in kws:
+        pos = rng.randrange(len(data))
+        data = data[:pos] + kw + data[pos:]
+    scan = Scan(data[:3000])
+    buf = np.frombuffer(data, np.uint8)
+    for kw in (*kws, b"ma", b"zz"):
+        for end in (len(data), rng.randrange(len(data)), 5):
+            want = [m.start() for m in re.finditer(re.escape(kw), data[:end])]
+            got = scan.find(buf, data, kw, end).tolist()
+            if kw not in (b"ab", b"=", b"ma"):  # non-overlapping: the keywords have no border
+                assert got == want
+            assert scan.any_kw(data, (kw,), end) == (data.find(kw, 0, end) >= 0)
+            assert scan.any_kw(data, (kw,), end, buf) == (data.find(kw, 0, end) >= 0)
