@@ -5,7 +5,7 @@ canary is caught (issue 21 part 8, issue 23 parts 1-2).
   with several sample values: messages, errors, verdict wording, report text, help text) passes
   `redact_text` (the store's pass) and `redact_output` (the terminal's pass) unchanged, with
   and without registered secrets.
-- Every line of the real engine logs in ../shared/real-logs/ passes both unchanged.
+- Every line of the real engine logs in tests/data/real-logs/ (the repo copy of shared/real-logs) passes both unchanged.
 - Every canary (key formats, headers, name=value forms, URL passwords with every reserved
   character, engine command lines and environments) is caught, in every form a library would
   send it.
@@ -38,7 +38,7 @@ from decodescope.redact import (
 )
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "decodescope"
-REAL_LOGS = Path(__file__).resolve().parent.parent.parent / "shared" / "real-logs"
+REAL_LOGS = Path(__file__).resolve().parent / "data" / "real-logs"  # the repo copy of shared/real-logs
 # Values the f-strings are rendered with: a count, a rate, a model id, a URL, prose, a bos/eos
 # token string, an engine name, a lone dash.
 SAMPLES = ["7", "41.5", "Qwen/Qwen3-8B", "http://127.0.0.1:8000/v1", "the client",
@@ -122,9 +122,8 @@ def test_message_templates_unchanged_with_secrets_registered() -> None:
 
 
 def test_every_real_log_line_passes_unchanged() -> None:
-    files = sorted(REAL_LOGS.glob("*")) if REAL_LOGS.is_dir() else []
-    if not files:
-        pytest.skip(f"no real logs at {REAL_LOGS}")
+    files = sorted(REAL_LOGS.glob("*"))
+    assert files, f"no real logs at {REAL_LOGS}"
     lines = [(f"{f.name}:{i}", line) for f in files
              for i, line in enumerate(f.read_text(encoding="utf-8", errors="replace")
                                       .splitlines(), 1)]
