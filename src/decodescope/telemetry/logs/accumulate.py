@@ -428,7 +428,7 @@ def _bulk_llamacpp(path: str, max_windows: int, selection: Selection) -> LogSumm
         return None
     acc, counts = LogAccumulator(max_windows), ParseCounts()
     try:
-        bulk_llamacpp.read(path, acc, counts)
+        bulk_llamacpp.read(path, acc, counts, max_windows)
     except bulk_llamacpp.Unusual:
         return None
     summary = acc.finish(path, "llamacpp", counts, selection)
