@@ -419,7 +419,8 @@ def test_sparse_kept_blocks_hold_only_their_lines(tmp_path: Path) -> None:
 
 
 def _lreq(t: float, task: int, rng: random.Random, *, spec: str = "stats",
-          mal_key: str = "mean acceptance length") -> list[str]:
+          mal_key: str = "mean acceptance length",
+          total: list[int] | None = None) -> list[str]:
     """One llama.cpp request as `print_timing` prints it (PR #24536 / b1-0c1e570 shapes)."""
     slot = task % 3
     m, s = divmod(t, 60.0)
@@ -430,7 +431,13 @@ def _lreq(t: float, task: int, rng: random.Random, *, spec: str = "stats",
     ev = rng.uniform(0.0, 9000.0) if task % 13 else 0.0
     drafts = max(1, n // 3)
     acc = max(0, min(n - 1 - drafts, rng.randint(0, 2 * drafts)))
+    if task % 17 == 5:  # generated − accepted below the drafts: the step rate withheld
+        acc = max(0, n - drafts)
     gen = 3 * drafts
+    st = (drafts, gen, acc)
+    if total is not None:  # cumulative statistics over the slot's life
+        total[:] = [a + b for a, b in zip(total, st, strict=True)]
+        st = (total[0], total[1], total[2])
     out = [f"{e} I slot launch_slot_: id  {slot} | task {task} | processing task",
            f"{pre}prompt eval time = {pn / 2.0:10.2f} ms / {pn:5d} tokens ( 0.50 ms per token, "
            "2000.00 tokens per second)",
@@ -445,9 +452,10 @@ def _lreq(t: float, task: int, rng: random.Random, *, spec: str = "stats",
         out.append(f"{pre}draft acceptance = {acc / gen:.5f} ({acc:5d} accepted / {gen:5d} "
                    f"generated), {mal_key} = {mal:>5}{pos}")
     if spec == "stats":
-        out.append(f"{e} I statistics     draft-mtp: #calls(b,g,a) =    1 {drafts:6d} "
-                   f"{drafts:6d}, #gen drafts = {drafts:6d}, #acc drafts = {drafts // 2:6d}, "
-                   f"#gen tokens = {gen:6d}, #acc tokens = {acc:6d}, #mean acc len = {mal}, "
+        impl = "draft-mtp" if total is None else "ngram-cache"
+        out.append(f"{e} I statistics     {impl}: #calls(b,g,a) =    1 {drafts:6d} "
+                   f"{drafts:6d}, #gen drafts = {st[0]:6d}, #acc drafts = {drafts // 2:6d}, "
+                   f"#gen tokens = {st[1]:6d}, #acc tokens = {st[2]:6d}, #mean acc len = {mal}, "
                    "#acc rate/pos = (0.800, 0.600, 0.400), dur(b,g,a) = 0.005, 325.555, 0.114 ms")
     out += [f"{e} I slot      release: id  {slot} | task {task} | stop processing: "
             f"n_tokens = {pn + n}, truncated = 0",
@@ -462,11 +470,13 @@ def _llog(n: int = 300, seed: int = 3) -> list[str]:
     rng = random.Random(seed)
     out = ["0.00.008.039 I srv  llama_server: initializing ..."]
     t = 5.0
+    total = [0, 0, 0]
     for task in range(1, n + 1):
-        spec = ("stats", "stats", "mal", "off")[task % 4 if task > 40 else 0]
+        spec = ("stats", "stats", "mal", "off", "stats")[task % 5 if task > 40 else 0]
         out += _lreq(t, task, rng, spec=spec,
-                     mal_key="mean len" if task % 7 == 3 else "mean acceptance length")
-        t += rng.choice((0.0, 0.5, 3.0, 40.0))
+                     mal_key="mean len" if task % 7 == 3 else "mean acceptance length",
+                     total=total if task % 5 == 4 and task > 40 else None)
+        t += rng.choice((0.001, 0.5, 3.0, 40.0))
     out += ["llama_perf_context_print: prompt eval time =   12.00 ms /  5 tokens",
             "llama_perf_context_print:        eval time =   99.00 ms / 20 runs"]
     return out
@@ -492,6 +502,8 @@ def _lfaults() -> dict[str, list[str]]:
     return {
         "every line twice": [x for x in base for _ in (0, 1)],
         "one request twice": base[:i] + base[i:i + 9] + base[i:],
+        "two requests of one stamp": base[:i] + [x.replace("task 30 ", "task 99 ")
+                                                 for x in base[i:i + 9]] + base[i:],
         "stamp backwards": base[:i] + [base[3]] + base[i:],
         "another engine": base[:i] + [_line(99999)] + base[i:],
         "ansi colour": base[:i] + ["\x1b[32m" + base[i + 2] + "\x1b[0m"] + base[i:],

@@ -18,8 +18,10 @@ per-line read (`Unusual`; the caller then reads it from its start):
   context-level `llama_perf` lines at exit, which the per-line read skips, are skipped;
 - no line of another engine (any of their keywords), no line over MAX_LINE_BYTES / 2, no
   keyword in an unfinished last line;
-- the stamps never go back, and no two records of one stamp are equal (the per-line read's
-  duplicate check compares records of the same elapsed stamp: it then finds none).
+- the lines come in the common order of a request (prompt eval, eval, total, [draft,
+  [statistics]], release; one slot and task); the stamps never go back and each request is
+  stamped after the one before (the per-line read's duplicate check compares records of the
+  same elapsed stamp: those of one request, of different kinds, are never equal).
 """
 
 from __future__ import annotations
@@ -83,7 +85,6 @@ class BulkLlamacpp:
         self.acc, self.counts, self.max_windows = acc, counts, max_windows
         self.head: Any = None  # not None once a record was read
         self.te = -1.0  # the last record's elapsed stamp
-        self.same_te: set[Any] = set()  # the records of that stamp
         self.formats: dict[str, int] = {}
         self.state = 0  # the next line of a request: 0 prompt eval, 1 eval, 2 total, 3-5
         self.req: list[Any] = []  # the request being read: its lines' groups
@@ -122,7 +123,7 @@ class BulkLlamacpp:
         numbers. Unusual for any other order, a stamp going back, a possible copy."""
         n = 0
         formats = self.formats
-        same, te0, state, req = self.same_te, self.te, self.state, self.req
+        te0, state, req = self.te, self.state, self.req
         rows: list[Any] = []
         kept, mw = self.kept, self.max_windows
         for m in _LINE.finditer(data, 0, end):
@@ -157,14 +158,12 @@ class BulkLlamacpp:
                     raise Unusual("a release line out of order")
                 fmt = "llamacpp release"
                 state = 6
-            if te != te0:
-                if te < te0:
-                    raise Unusual("a stamp going back")
-                te0 = te
-                same.clear()
-            if key in same:
-                raise Unusual("a possible copy of a record")
-            same.add(key)
+            # The per-line read drops a record equal to a recent one of the same stamp: with
+            # each request stamped after the one before, the records of one stamp are of one
+            # request, of different kinds (or timing lines of different kinds): none equal.
+            if te < te0 or (te == te0 and state == 1):
+                raise Unusual("a stamp going back, or two requests of one stamp")
+            te0 = te
             if key[0] != 2 and req and (key[1], key[2]) != (req[0][1], req[0][2]):
                 raise Unusual("a request's lines of two slots or tasks")
             req.append(key)
