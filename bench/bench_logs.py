@@ -22,6 +22,7 @@ Profiles (what busy servers with default logging write; all synthetic, seeded):
     nice python bench/bench_logs.py --sizes-mb 1024 --engines vllm --src /tmp/before/src
     python bench/bench_logs.py --stages FILE                 # in-process stage timings
     python bench/bench_logs.py --floor FILE --engines llamacpp  # the per-line Python floor
+    python bench/bench_logs.py --bulk-floor FILE --engines llamacpp  # the bulk read's pieces
     python bench/bench_logs.py --bulk-floor FILE --engines sglang  # the bulk read's floor
 """
 
@@ -243,8 +244,10 @@ def bulk_floor(path: Path, engine: str) -> None:
 
     from decodescope.telemetry.logs import bulk_sglang, bulk_vllm, linescan
 
+    if engine == "llamacpp":
+        return _llamacpp_floor(path)
     if engine not in ("vllm", "sglang"):
-        sys.exit("--bulk-floor: vllm or sglang (llama.cpp has no bulk read)")
+        sys.exit("--bulk-floor: vllm, sglang or llamacpp")
     kinds = [(bulk_sglang._KEY, bulk_sglang._TEMPLATE)] if engine == "sglang" else \
         [(bulk_vllm._STATS_KEY, bulk_vllm._STATS_T),
          (bulk_vllm._SPEC_KEY, bulk_vllm._spec_template(3))]
@@ -289,6 +292,52 @@ def bulk_floor(path: Path, engine: str) -> None:
     print(f"  line templates (minus the above)       {lines:8.3f}")
     print(f"  watch-keyword scans (minus the read)   {scans:8.3f}")
     print(f"  sum (the bulk read's floor)            {read + find + lines + scans:8.3f}")
+
+
+def _llamacpp_floor(path: Path) -> None:
+    """The pieces bulk_llamacpp.py pays over the whole file, alone (CPU s, best of 2): the
+    blocks, the keyword counts and watch scans, the regex pass (match objects only), the
+    same with each match's groups, the whole bulk read."""
+    from decodescope.telemetry.logs import bulk_llamacpp as bl
+    from decodescope.telemetry.logs import bulk_sglang
+    from decodescope.telemetry.logs.accumulate import LogAccumulator
+    from decodescope.telemetry.logs.parse_counts import ParseCounts
+
+    def blocks() -> Iterable[bytearray]:
+        with open(path, "rb", buffering=0) as f:
+            while block := f.read(bulk_sglang.BLOCK_BYTES):
+                yield bytearray(block[:block.rfind(b"\n") + 1])
+
+    def best(fn: Callable[[], object]) -> float:
+        b = math.inf
+        for _ in range(2):
+            c0 = time.process_time()
+            fn()
+            b = min(b, time.process_time() - c0)
+        return b
+
+    def scans() -> None:
+        for d in blocks():
+            sum(d.count(kw) for kw in bl.KEYWORDS)
+            any(d.find(kw) >= 0 for kw in bl.WATCH)
+
+    def regex(groups: bool) -> None:
+        for d in blocks():
+            for m in bl._LINE.finditer(d):
+                if groups:
+                    m.groups()
+
+    read = best(lambda: sum(1 for _ in blocks()))
+    scan = best(scans) - read
+    rx = best(lambda: regex(False)) - read
+    grp = best(lambda: regex(True)) - read - rx
+    whole = best(lambda: bl.read(str(path), LogAccumulator(), ParseCounts(), 1000))
+    print(f"{path} ({path.stat().st_size / 1e6:.0f} MB), llamacpp: CPU s, best of 2")
+    print(f"  read the 8 MiB blocks                  {read:8.3f}")
+    print(f"  keyword counts + watch scans           {scan:8.3f}")
+    print(f"  regex pass (minus the read)            {rx:8.3f}")
+    print(f"  groups of each match                   {grp:8.3f}")
+    print(f"  whole bulk read (records, arrays, sum) {whole:8.3f}")
 
 
 def sglang_generate(path: Path, size_mb: int, seed: int = 1) -> None:

@@ -19,7 +19,14 @@ import numpy as np
 import pytest
 
 from decodescope.records.window import EngineWindow
-from decodescope.telemetry.logs import accumulate, bulk_sglang, bulk_vllm, figures, linescan
+from decodescope.telemetry.logs import (
+    accumulate,
+    bulk_llamacpp,
+    bulk_sglang,
+    bulk_vllm,
+    figures,
+    linescan,
+)
 from decodescope.telemetry.logs.accumulate import LogAccumulator, analyze_log
 from decodescope.telemetry.logs.bins import Binner
 from decodescope.telemetry.logs.columns import WindowColumns, add_columns
@@ -87,7 +94,8 @@ def _both(path: str, monkeypatch: pytest.MonkeyPatch, max_windows: int = 7) -> b
 @pytest.mark.parametrize("path", REAL, ids=lambda p: p.name)
 def test_real_logs(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     used = _both(str(path), monkeypatch)
-    assert used == path.name.startswith("sglang"), "the real SGLang logs take the bulk read"
+    assert used == path.name.startswith(("sglang", "llamacpp")), \
+        "the real SGLang and llama.cpp logs take the bulk read"
 
 
 @pytest.mark.parametrize("spec", [True, False])
@@ -408,3 +416,128 @@ def test_sparse_kept_blocks_hold_only_their_lines(tmp_path: Path) -> None:
     bulk_sglang.read_blocks(vpath, vb, counts, 2500)
     vb.finish()
     assert vb.kept and all(len(r["data"]) <= 600 * len(r["t"]) for r in vb.kept)
+
+
+def _lreq(t: float, task: int, rng: random.Random, *, spec: str = "stats",
+          mal_key: str = "mean acceptance length",
+          total: list[int] | None = None) -> list[str]:
+    """One llama.cpp request as `print_timing` prints it (PR #24536 / b1-0c1e570 shapes)."""
+    slot = task % 3
+    m, s = divmod(t, 60.0)
+    us = int(round((s - int(s)) * 1e6))
+    e = f"{int(m)}.{int(s):02d}.{us // 1000:03d}.{us % 1000:03d}"
+    pre = f"{e} I slot print_timing: id  {slot} | task {task} | "
+    pn, n = rng.randint(1, 2000), rng.randint(1, 700)
+    ev = rng.uniform(0.0, 9000.0) if task % 13 else 0.0
+    drafts = max(1, n // 3)
+    acc = max(0, min(n - 1 - drafts, rng.randint(0, 2 * drafts)))
+    if task % 17 == 5:  # generated − accepted below the drafts: the step rate withheld
+        acc = max(0, n - drafts)
+    gen = 3 * drafts
+    st = (drafts, gen, acc)
+    if total is not None:  # cumulative statistics over the slot's life
+        total[:] = [a + b for a, b in zip(total, st, strict=True)]
+        st = (total[0], total[1], total[2])
+    out = [f"{e} I slot launch_slot_: id  {slot} | task {task} | processing task",
+           f"{pre}prompt eval time = {pn / 2.0:10.2f} ms / {pn:5d} tokens ( 0.50 ms per token, "
+           "2000.00 tokens per second)",
+           f"{pre}       eval time = {ev:10.2f} ms / {n:5d} tokens ( 1.00 ms per token, "
+           "110.00 tokens per second)",
+           f"{pre}      total time = {ev + pn / 2.0:10.2f} ms / {pn + n:5d} tokens",
+           f"{pre}   graphs reused = {drafts}"]
+    mal = f"{1 + acc / drafts:.2f}"
+    if spec != "off":
+        pos = ", acceptance rate per position = (0.800, 0.600, 0.400)" \
+            if mal_key != "mean len" else ""
+        out.append(f"{pre}draft acceptance = {acc / gen:.5f} ({acc:5d} accepted / {gen:5d} "
+                   f"generated), {mal_key} = {mal:>5}{pos}")
+    if spec == "stats":
+        impl = "draft-mtp" if total is None else "ngram-cache"
+        out.append(f"{e} I statistics     {impl}: #calls(b,g,a) =    1 {drafts:6d} "
+                   f"{drafts:6d}, #gen drafts = {st[0]:6d}, #acc drafts = {drafts // 2:6d}, "
+                   f"#gen tokens = {st[1]:6d}, #acc tokens = {st[2]:6d}, #mean acc len = {mal}, "
+                   "#acc rate/pos = (0.800, 0.600, 0.400), dur(b,g,a) = 0.005, 325.555, 0.114 ms")
+    out += [f"{e} I slot      release: id  {slot} | task {task} | stop processing: "
+            f"n_tokens = {pn + n}, truncated = 0",
+            f"{e} I srv  update_slots: all slots are idle"]
+    return out
+
+
+def _llog(n: int = 300, seed: int = 3) -> list[str]:
+    """An ordinary llama.cpp log: requests with the statistics line, without it (drafts from
+    the printed MAL), spec off, `mean len` lines; overlapping requests; the perf lines at
+    exit (skipped by the per-line read)."""
+    rng = random.Random(seed)
+    out = ["0.00.008.039 I srv  llama_server: initializing ..."]
+    t = 5.0
+    total = [0, 0, 0]
+    for task in range(1, n + 1):
+        spec = ("stats", "stats", "mal", "off", "stats")[task % 5 if task > 40 else 0]
+        out += _lreq(t, task, rng, spec=spec,
+                     mal_key="mean len" if task % 7 == 3 else "mean acceptance length",
+                     total=total if task % 5 == 4 and task > 40 else None)
+        t += rng.choice((0.001, 0.5, 3.0, 40.0))
+    out += ["llama_perf_context_print: prompt eval time =   12.00 ms /  5 tokens",
+            "llama_perf_context_print:        eval time =   99.00 ms / 20 runs"]
+    return out
+
+
+def _lboth(path: str, monkeypatch: pytest.MonkeyPatch, max_windows: int = 7) -> bool:
+    monkeypatch.setattr(bulk_llamacpp, "BLOCK_BYTES", 2800)
+    return _both(path, monkeypatch, max_windows)
+
+
+def test_llamacpp_ordinary_log_takes_the_bulk_read(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _lboth(_write(tmp_path, "l.log", _llog()), monkeypatch)
+    assert _lboth(_write(tmp_path, "l2.log", _llog(seed=5)), monkeypatch, max_windows=1000)
+    monkeypatch.setattr(figures, "EXACT_MAX", 60)
+    assert _lboth(_write(tmp_path, "l3.log", _llog(n=400, seed=7)), monkeypatch)
+    assert _lboth(_write(tmp_path, "one.log", _lreq(9.0, 1, random.Random(1))), monkeypatch)
+
+
+def _lfaults() -> dict[str, list[str]]:
+    base = _llog(n=60)
+    i = base.index(next(x for x in base if "task 30 " in x))
+    return {
+        "every line twice": [x for x in base for _ in (0, 1)],
+        "one request twice": base[:i] + base[i:i + 9] + base[i:],
+        "two requests of one stamp": base[:i] + [x.replace("task 30 ", "task 99 ")
+                                                 for x in base[i:i + 9]] + base[i:],
+        "stamp backwards": base[:i] + [base[3]] + base[i:],
+        "another engine": base[:i] + [_line(99999)] + base[i:],
+        "ansi colour": base[:i] + ["\x1b[32m" + base[i + 2] + "\x1b[0m"] + base[i:],
+        "crlf endings": [x + "\r" for x in base],
+        "keyword in another shape": base[:i] + ["0.10.000.000 I srv  x: eval time = 1 ms"]
+        + base[i:],
+        "older draft line": base[:i] + [base[i + 5].replace("draft acceptance =",
+                                                           "draft acceptance rate =")]
+        + base[i:],
+        "no stamp": base[:i] + [base[i + 2][13:]] + base[i:],
+    }
+
+
+@pytest.mark.parametrize("fault", sorted(_lfaults()))
+def test_llamacpp_faults_go_to_the_per_line_read(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch,
+                                                 fault: str) -> None:
+    assert not _lboth(_write(tmp_path, "f.log", _lfaults()[fault]), monkeypatch)
+
+
+def test_llamacpp_cut_last_line_long_line(tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    lines = _llog(n=30)[:-2]
+    ev = max(i for i, x in enumerate(lines) if "  eval time" in x)
+    cut = _write(tmp_path, "cut.log", lines[:ev] + [lines[ev][:100]], end="")
+    assert not _lboth(cut, monkeypatch)
+    assert not _lboth(_write(tmp_path, "nonl.log", lines[:-1], end=""), monkeypatch)
+    assert _lboth(_write(tmp_path, "tail.log", lines + ["0.99.000.000 I srv idle"], end=""),
+                  monkeypatch)
+    long = _write(tmp_path, "long.log", lines[:30] + ["x" * (5 << 20)] + lines[30:])
+    assert not _lboth(long, monkeypatch)
+
+
+@pytest.mark.parametrize("path", sorted((DATA / "llamacpp-embedded").glob("*.log")),
+                         ids=lambda p: p.name)
+def test_llamacpp_embedded_logs(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _lboth(str(path), monkeypatch)

@@ -46,6 +46,7 @@ OVERLAP_KEPT = 256  # recent requests kept to count how many ran at once
 BULK_MIN_BYTES = 16 << 20
 BULK_PEEK_BYTES = 8 << 20  # ... and when a vLLM or SGLang stats line is in its first 8 MiB
 BULK_KEYWORDS = (b"Avg prompt throughput: ", b"Decode batch")
+BULK_LLAMACPP_KEY = b"eval time ="  # ... or a llama.cpp timing line (bulk_llamacpp.py)
 
 
 class LogAccumulator:
@@ -393,6 +394,8 @@ def _bulk_summary(path: str, max_windows: int, selection: Selection, engine: str
     with open(path, "rb") as f:  # a llama.cpp log: no numpy import (~0.1 s, ~17 MB)
         head = f.read(BULK_PEEK_BYTES)
     if not any(kw in head for kw in BULK_KEYWORDS):
+        if BULK_LLAMACPP_KEY in head and engine in (None, "auto", "llamacpp"):
+            return _bulk_llamacpp(path, max_windows, selection)
         return None
     try:
         from decodescope.telemetry.logs import bulk_sglang, bulk_vllm
@@ -414,6 +417,22 @@ def _bulk_summary(path: str, max_windows: int, selection: Selection, engine: str
         summary = acc.finish(path, name, counts, selection)
         return replace(summary, simulated=is_simulated(path))
     return None
+
+
+def _bulk_llamacpp(path: str, max_windows: int, selection: Selection) -> LogSummary | None:
+    """The summary of a whole plain llama.cpp log read in bulk (bulk_llamacpp.py: the
+    per-line read's summary, bit for bit); None when the log needs the per-line read."""
+    try:
+        from decodescope.telemetry.logs import bulk_llamacpp
+    except ImportError:  # numpy (the block reader's module): installed with scipy
+        return None
+    acc, counts = LogAccumulator(max_windows), ParseCounts()
+    try:
+        bulk_llamacpp.read(path, acc, counts, max_windows)
+    except bulk_llamacpp.Unusual:
+        return None
+    summary = acc.finish(path, "llamacpp", counts, selection)
+    return replace(summary, simulated=is_simulated(path))
 
 
 def spec_of(reader: Any) -> dict[str, Any]:
