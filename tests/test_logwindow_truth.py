@@ -17,6 +17,7 @@ from decodescope.records.window import EngineWindow
 from decodescope.telemetry.logs import analyze_log
 from decodescope.telemetry.logs.steps import step_info
 from decodescope.verdict.bands import DEFAULT_BANDS, Band, bands_fit, load_bands
+from decodescope.verdict.render import render_text
 from decodescope.verdict.side_resolve import read_log, resolve_side
 from decodescope.verdict.side_values import Side, side_from_windows
 from decodescope.verdict.triage import triage
@@ -236,6 +237,19 @@ def test_speculative_decoding_off_on_one_side(tmp_path: Path):
     assert "speculative decoding off (MAL 1)" in s.headline()
     v = triage(b, c)
     assert v.kind == "INCONCLUSIVE" and "speculative decoding off on off.log" in v.caliber.text
+    # The log prints MAL 1 for the side without drafts: it has no content signal, so no band
+    # labels it, its MAL reads "1 by definition", and the split and every line use tokens per
+    # step (a real vLLM demo read "1.00 (high-entropy text, < 2.4)" and "MAL carries it" beside
+    # "the decode change splits by tokens per step").
+    for asserted in (v, triage(b, c, assume_same_caliber=True)):
+        assert asserted.bands[1] is None
+        assert asserted.decomposition is not None
+        assert asserted.decomposition.acceptance_metric == "tokens per step"
+        text = render_text(asserted)
+        assert "high-entropy" not in text and "MAL carries" not in text
+        mal_row = next(line for line in text.splitlines() if line.startswith("MAL "))
+        assert mal_row.rstrip().endswith("1 by definition (no drafts)"), mal_row
+    assert triage(b, c, assume_same_caliber=True).kind == "REGRESSION"
 
 
 # -- 11. next steps that run -------------------------------------------------------------------

@@ -29,6 +29,7 @@ import platformdirs
 
 from decodescope.caliber.resolve import resolve
 from decodescope.cli.common import emit, store_option
+from decodescope.cli.runs import run_speculative
 from decodescope.console import json_option
 from decodescope.errors import EngineError
 from decodescope.exitcodes import ExitCode
@@ -215,10 +216,20 @@ def _numbers(run: StoredRun) -> dict[str, Any]:
         s = Summary.of(t.get(key) for t in trials)
         return s.median if s else None
 
+    mal = med("engine_mal")
     return {"run": run.id, "caliber": run.caliber_ref, "step": run.labels.get("step"),
             "client_decode": med("decode_rate"), "engine_decode": med("engine_decode_rate"),
-            "mal": med("engine_mal"), "tokens_per_step": med("engine_tokens_per_step"),
+            "mal": mal, "speculative": run_speculative(res, mal),
+            "tokens_per_step": med("engine_tokens_per_step"),
             "step_rate": med("engine_step_rate"), "simulated": run.simulated}
+
+
+def _mal(r: dict[str, Any]) -> str:
+    """As `runs list` shows it: a run whose engine counted steps but no drafts has MAL 1 by
+    definition, never a dash beside the verdict's "1 by definition"."""
+    if r["mal"] is None and r.get("speculative") is False:
+        return "1 (no drafts)"
+    return "—" if r["mal"] is None else f"{r['mal']:.2f}"
 
 
 def _side_by_side(rows: list[dict[str, Any]]) -> str:
@@ -229,7 +240,7 @@ def _side_by_side(rows: list[dict[str, Any]]) -> str:
              f"{'tok/step':>8} {'steps/s':>8}   (per-trial medians)"]
     for r in rows:
         lines.append(f"{r['run']:>4}  {r['caliber']:<22} {f(r['client_decode']):>12} "
-                     f"{f(r['engine_decode']):>12} {f(r['mal'], '{:.2f}'):>5} "
+                     f"{f(r['engine_decode']):>12} {_mal(r):>5} "
                      f"{f(r['tokens_per_step'], '{:.2f}'):>8} {f(r['step_rate']):>8}"
                      + ("  [SIMULATED]" if r["simulated"] else ""))
     return "\n".join(lines)

@@ -84,12 +84,12 @@ def _list_row(r: StoredRun) -> dict[str, Any]:
         "decode_rate": head.decode_rate, "decode_source": head.source,
         "decode_trials": head.trials,
         "decode_rate_client": ((r.result or {}).get("client", {}).get("decode_rate") or {}).get("median"),
-        "mal": mal, "speculative": _speculative(r.result, mal),
+        "mal": mal, "speculative": run_speculative(r.result, mal),
         "caliber_status": (r.result or {}).get("caliber_status"),
     }
 
 
-def _speculative(result: dict | None, mal: float | None) -> bool | None:
+def run_speculative(result: dict | None, mal: float | None) -> bool | None:
     """False when the engine counted steps but no drafts (speculative decoding off: MAL is 1
     by definition, as the report says), True with a MAL, None when the engine said neither —
     the rule `verdict.decide.spec_state` applies to a side."""

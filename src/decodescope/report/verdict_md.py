@@ -70,6 +70,8 @@ def decode_cell(side: Side) -> str:
 
 
 def mal_cell(side: Side) -> str:
+    if side.speculative is False:  # a log side without drafts prints MAL 1: no content signal
+        return "1 by definition (no drafts)"
     r = _range(side.values("mal"), "{:.2f}")
     if r:
         return r

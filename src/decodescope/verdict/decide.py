@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from decodescope.verdict import thresholds as th
 from decodescope.verdict.rate_change import carrier
-from decodescope.verdict.side_values import Side
+from decodescope.verdict.side_values import Side, spec_state
 from decodescope.verdict.stats import Change, difference_interval, pct
 from decodescope.verdict.types import CaliberComparison, VerdictKind, acceptance
 
@@ -44,28 +44,6 @@ class Decision:
     cause: str | None
     trials_needed: int | None = None
     notes: tuple[str, ...] = ()
-
-
-def spec_state(b: Side, c: Side) -> str | None:
-    """"off" when the current side ran without speculative decoding and the baseline with it,
-    "on" for the reverse, None when both sides agree (or it is unknown). A side without
-    speculation has tokens per step (1 by definition) but no MAL."""
-    def has_spec(s: Side) -> bool | None:
-        spec = getattr(s, "speculative", None)
-        if spec is not None:
-            return bool(spec)
-        if s.values("mal"):
-            return True
-        if s.values("tokens_per_step"):
-            return False
-        return None
-
-    hb, hc = has_spec(b), has_spec(c)
-    if hb is True and hc is False:
-        return "off"
-    if hb is False and hc is True:
-        return "on"
-    return None
 
 
 def _attributed(d: Change, parts: list[tuple[str, Change]]) -> str | None:

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from decodescope.verdict import thresholds as th
-from decodescope.verdict.side_values import coverage_differs
+from decodescope.verdict.side_values import steps_are_the_factor
 
 if TYPE_CHECKING:
     from decodescope.verdict.side_values import Side
@@ -99,7 +99,7 @@ def decompose(b: Side, c: Side, changes: dict[str, Change]) -> Decomposition | N
     # because it did not draft (speculation off: MAL 1 by definition, one token per step), so
     # the split is known, never "needs engine MAL".
     use_tps = (tps is not None and tps.baseline is not None and tps.current is not None
-               and (coverage_differs(b, c) or changes["mal"].status == "no_data"))
+               and (steps_are_the_factor(b, c) or changes["mal"].status == "no_data"))
     m = tps if (use_tps and tps is not None) else changes["mal"]
     metric = "tokens per step" if use_tps else "MAL"
     if d.baseline is None or d.current is None:

@@ -56,8 +56,10 @@ def side_rows(v: Verdict) -> list[tuple[str, str, str]]:
 
     def mal_cell(i: int, side: Side) -> str:
         q = qs["mal"][i]
+        if off == ("off" if i else "on"):  # the side without drafts, whatever it printed
+            return "1 by definition (no drafts)"
         if q.value is None:
-            return "1 by definition (no drafts)" if off == ("off" if i else "on") else "—"
+            return "—"
         band = v.bands[i]
         text = q.cell()
         if band is not None:

@@ -195,6 +195,35 @@ class Side:
         }
 
 
+def spec_state(b: Side, c: Side) -> str | None:
+    """"off" when the current side ran without speculative decoding and the baseline with it,
+    "on" for the reverse, None when both sides agree (or it is unknown). A side without
+    speculation has tokens per step (1 by definition) but no MAL."""
+    def has_spec(s: Side) -> bool | None:
+        spec = getattr(s, "speculative", None)
+        if spec is not None:
+            return bool(spec)
+        if s.values("mal"):
+            return True
+        if s.values("tokens_per_step"):
+            return False
+        return None
+
+    hb, hc = has_spec(b), has_spec(c)
+    if hb is True and hc is False:
+        return "off"
+    if hb is False and hc is True:
+        return "on"
+    return None
+
+
+def steps_are_the_factor(b: Side, c: Side) -> bool:
+    """True when tokens per step, not MAL, is the acceptance factor of the pair's split: steps
+    without a draft make the two differ on a side (n-gram), or one side does not draft at all
+    (speculative decoding off: MAL 1 by definition there, one token per step)."""
+    return coverage_differs(b, c) or spec_state(b, c) is not None
+
+
 def coverage_differs(b: Side, c: Side) -> bool:
     """True when, on either side, tokens per step sits clearly below MAL (steps without a
     draft): then both are named, since MAL alone would overstate the acceptance factor."""
@@ -634,9 +663,9 @@ def side_from_windows(name: str, windows: Sequence[EngineWindow], *, source: str
                      "MAL 1 by definition, one token per step")
     elif spec.every_step_drafts is False:
         cov = f"{spec.coverage:.0%}" if spec.coverage is not None else "unknown"
-        notes.append(f"not every step drafts ({spec.method or 'n-gram-like'}; {cov} of steps "
-                     "drafted): steps = generated − accepted, estimated from the printed "
-                     "throughput")
+        notes.append(f"{spec.method or 'n-gram-like'} drafting drafts only where it finds a "
+                     f"match ({cov} of steps drafted here): steps = generated − accepted, "
+                     "estimated from the printed throughput")
     withheld = sum(1 for w in used if step_info(w).withheld)
     if withheld:
         notes.append(f"step rate withheld for {withheld} window(s): generated − accepted below "

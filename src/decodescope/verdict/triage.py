@@ -112,8 +112,14 @@ def triage(baseline: Side, current: Side, *, min_effect: float = th.MIN_EFFECT,
     dec = decompose(baseline, current, changes)
     band_b = content_band(baseline.typical("mal"), baseline.drafts_every_step, bands)
     band_c = content_band(current.typical("mal"), current.drafts_every_step, bands)
-    if spec_state(baseline, current) is None and False in (baseline.drafts_every_step,
-                                                           current.drafts_every_step):
+    off = spec_state(baseline, current)
+    # The side without drafts has MAL 1 by definition and no content signal: no band there
+    # (a log side prints MAL 1, which the bands would read as high-entropy text).
+    if off == "off":
+        band_c = None
+    elif off == "on":
+        band_b = None
+    if off is None and False in (baseline.drafts_every_step, current.drafts_every_step):
         # The pair's content is read from tokens per step (evidence_chain._content_from_steps,
         # which says the bands do not apply): no side is labelled with a band either.
         band_b = band_c = None

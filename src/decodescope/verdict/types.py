@@ -8,7 +8,7 @@ from typing import Literal
 
 from decodescope.verdict.bands import Band
 from decodescope.verdict.rate_change import Decomposition
-from decodescope.verdict.side_values import Side, coverage_differs
+from decodescope.verdict.side_values import Side, steps_are_the_factor
 from decodescope.verdict.stats import Change
 
 VerdictKind = Literal["CALIBER_MISMATCH", "REGRESSION", "IMPROVEMENT", "NO_CHANGE",
@@ -55,9 +55,10 @@ class Context:
 
 def acceptance(ch: dict[str, Change], b: Side, c: Side) -> Change:
     """The acceptance factor of the identity: MAL, or tokens per step when steps without a
-    draft (n-gram) make the two differ on a side and both sides have it."""
+    draft (n-gram) make the two differ on a side, or one side does not draft at all, and both
+    sides have it."""
     tps = ch.get("tokens_per_step")
-    if tps is not None and tps.status != "no_data" and coverage_differs(b, c):
+    if tps is not None and tps.status != "no_data" and steps_are_the_factor(b, c):
         return tps
     return ch["mal"]
 

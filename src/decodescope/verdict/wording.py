@@ -162,8 +162,12 @@ def headline(ctx: Context) -> tuple[str, list[str]]:
                     f"the split into step rate × MAL is "
                     f"{'unknown' if not (dec and dec.split_known) else 'within noise on each part'}.")
         lines.append(f"Decode {_arrow(ctx, 'decode')} tok/s: {d.describe()}.")
-        if m.status != "no_data":
-            lines.append(f"MAL {_arrow(ctx, 'mal', '{:.2f}')}: {m.describe()}; {step_line}")
+        # the acceptance factor the split uses: MAL, or tokens per step where a side's steps
+        # do not all draft (a side without drafts prints MAL 1 in its log: not the factor)
+        acc_f = acceptance(ctx.changes, ctx.baseline, ctx.current)
+        if acc_f.status != "no_data":
+            name, key = ("MAL", "mal") if acc_f is m else ("tokens per step", "tokens_per_step")
+            lines.append(f"{name} {_arrow(ctx, key, '{:.2f}')}: {acc_f.describe()}; {step_line}")
         if dec and dec.split_known and dec.share_mal is not None:
             lines.append(dec.describe() + ".")
         if ctx.caliber.same is None:
