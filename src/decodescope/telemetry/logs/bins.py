@@ -132,28 +132,7 @@ class Binner:
                         b.t1 = v
             if b.n and b.eid != engine_id:
                 b.eid = None
-            b.n += j - i
-            d = decode[i:j]
-            d = d[~np.isnan(d)]
-            if d.size:
-                b.dsum = seq(b.dsum, d)
-                b.dn += d.size
-                top = float(d.max())
-                if b.dmax is None or top > b.dmax:
-                    b.dmax = top
-            b.acc = seq(b.acc, acc[i:j])
-            b.dr = seq(b.dr, drafts[i:j])
-            s = step[i:j]
-            s = s[~np.isnan(s)]
-            b.step = seq(b.step, s)
-            b.sn += s.size
-            r = running[i:j]
-            r = r[~np.isnan(r)]
-            b.run = seq(b.run, r)
-            b.rn += r.size
-            for name, mask in flags.items():
-                if mask[i:j].any():
-                    b.flags.add(name)
+            add_columns(b, slice(i, j), decode, acc, drafts, step, running, flags, seq)
             i = j
 
     def bins(self) -> tuple[WindowBin, ...]:
@@ -181,6 +160,37 @@ def _pairwise(bins: list[_Bin]) -> list[_Bin]:
             b.merge(bins[i + 1])
         out.append(b)
     return out
+
+
+
+def add_columns(b: _Bin, rows: slice, decode: Any, acc: Any, drafts: Any, step: Any,
+                running: Any, flags: dict[str, Any], seq: Any) -> None:
+    """The windows `rows` of numpy columns (NaN: None) added to bin `b` as add() adds them
+    one by one (`seq`: a sum in window order); their times and engine ids are the caller's."""
+    import numpy as np
+
+    b.n += rows.stop - rows.start
+    d = decode[rows]
+    d = d[~np.isnan(d)]
+    if d.size:
+        b.dsum = seq(b.dsum, d)
+        b.dn += d.size
+        top = float(d.max())
+        if b.dmax is None or top > b.dmax:
+            b.dmax = top
+    b.acc = seq(b.acc, acc[rows])
+    b.dr = seq(b.dr, drafts[rows])
+    s = step[rows]
+    s = s[~np.isnan(s)]
+    b.step = seq(b.step, s)
+    b.sn += s.size
+    r = running[rows]
+    r = r[~np.isnan(r)]
+    b.run = seq(b.run, r)
+    b.rn += r.size
+    for name, mask in flags.items():
+        if mask[rows].any():
+            b.flags.add(name)
 
 
 def _copy(b: _Bin) -> _Bin:

@@ -40,6 +40,7 @@ from decodescope.telemetry.logs.accumulate import (
     LogAccumulator,
     _Shape,
 )
+from decodescope.telemetry.logs.bins import add_columns
 from decodescope.telemetry.logs.bulk_sglang import Buf, read_blocks
 from decodescope.telemetry.logs.columns import _seq
 from decodescope.telemetry.logs.linescan import Unusual
@@ -415,31 +416,13 @@ def _bins(acc: LogAccumulator, slot: Any, decode: Any, w_acc: Any, w_dr: Any, st
     """Binner.add of each window (no clock time; engine id `slot N`; running 1)."""
     bn = acc._bins
     n, i = len(slot), 0
+    ones = np.ones(n)
     while i < n:
         b = bn._current(f"slot {slot[i]}")
         j = min(i + bn._per_bin - b.n, n)
         if b.eid is not None and any(f"slot {u}" != b.eid for u in set(slot[i:j].tolist())):
             b.eid = None  # add: a window of another engine id than the bin's
-        b.n += j - i
-        d = decode[i:j]
-        d = d[~np.isnan(d)]
-        if d.size:
-            b.dsum = _seq(b.dsum, d)
-            b.dn += d.size
-            top = float(d.max())
-            if b.dmax is None or top > b.dmax:
-                b.dmax = top
-        b.acc = _seq(b.acc, w_acc[i:j])
-        b.dr = _seq(b.dr, w_dr[i:j])
-        s = step[i:j]
-        s = s[~np.isnan(s)]
-        b.step = _seq(b.step, s)
-        b.sn += s.size
-        b.run = _seq(b.run, np.ones(j - i))
-        b.rn += j - i
-        for name, mask in flags.items():
-            if mask[i:j].any():
-                b.flags.add(name)
+        add_columns(b, slice(i, j), decode, w_acc, w_dr, step, ones, flags, _seq)
         i = j
 
 
