@@ -1,16 +1,18 @@
-"""A whole read of a plain llama.cpp server log in bulk: big blocks, one C-speed pass a block.
+"""A whole read of a plain llama.cpp server log in bulk: big blocks, lines matched in bulk.
 
-The per-line reader hands each candidate line (five of a request's lines carry a keyword) to
+The per-line reader hands each candidate line (six of a request's lines carry a keyword) to
 Python one at a time: the keyword search, decode, the parser's regexes, the duplicate check
-against the 16 records before, the counters (~200 µs a request in all). Here a block of 8 MiB
-is searched once (`finditer` of _LINE: the whole line of each of the common shapes, only the
-numbers the records need captured), and each match becomes the record `llamacpp.parse` gives
-for its line (the same fields, the same arithmetic); the records then go through the per-line
-code itself (`LlamacppAssembler.feed`, `_build`, `LogAccumulator.add`), so the windows and the
-summary are the per-line read's, bit for bit (tests/test_logs_bulk.py compares whole
-summaries). What the bulk read leaves out is the per-line work that only decides what a line
-is; it handles only what it can show is ordinary and otherwise gives the log back to the
-per-line read (`Unusual`; the caller then reads it from its start):
+against the 16 records before, the counters (~200 µs a request in all). Here, in a block of
+8 MiB, the keywords' places are found (linescan.Scan: one numpy compare per byte the
+keywords are found by, shared between keywords), each keyword's line is matched whole
+against the template of its shape and its numbers read for all lines at once with numpy
+(linescan.match: no per-line `re`, no Python per line); the request order is checked and
+the requests built and summed as arrays (`_add`: LlamacppAssembler._build and
+LogAccumulator.add, the same values, the same order of every sum); the kept windows are
+rebuilt at the end by the per-line code itself (`LlamacppAssembler.feed`). The windows and
+the summary are the per-line read's, bit for bit (tests/test_logs_bulk.py compares whole
+summaries). The bulk read handles only what it can show is ordinary and otherwise gives the
+log back to the per-line read (`Unusual`; the caller then reads it from its start):
 
 - every keyword in the block lies in a line of one of the common shapes (`print_timing`'s
   prompt eval / eval / total lines, the draft line with its MAL, the statistics line, the
@@ -26,7 +28,6 @@ per-line read (`Unusual`; the caller then reads it from its start):
 
 from __future__ import annotations
 
-import re
 from collections import deque
 from typing import Any
 
@@ -43,7 +44,15 @@ from decodescope.telemetry.logs.accumulate import (
 from decodescope.telemetry.logs.bins import add_columns
 from decodescope.telemetry.logs.bulk_sglang import Buf, read_blocks
 from decodescope.telemetry.logs.columns import _seq
-from decodescope.telemetry.logs.linescan import Unusual
+from decodescope.telemetry.logs.linescan import (
+    Scan,
+    Template,
+    Unusual,
+    _nondigit,
+    _zero_bytes,
+    match,
+    words,
+)
 from decodescope.telemetry.logs.llamacpp import LDraft, LlamacppAssembler, LRelease, LStats, LTime
 from decodescope.telemetry.logs.parse_counts import ParseCounts
 from decodescope.telemetry.logs.pipeline import _ALL_KEYWORDS
@@ -55,176 +64,350 @@ KEYWORDS = llamacpp.KEYWORDS
 OTHERS = tuple(kw for kw in _ALL_KEYWORDS if kw not in KEYWORDS)  # vLLM's and SGLang's
 WATCH = (vllm.STATS_KEY.encode(), sglang.DECODE_KEY.encode())  # pipeline._ENGINES' watch
 _SKIP = b"llama_perf"  # llamacpp.parse: a context-level perf line, not a request (no record)
-_D = rb"(\d+(?:\.\d+)?)"  # llamacpp._N
-# One line of each common shape, from the newline before it to the one after it (a
-# lookahead: the next line's newline begins its match). Group 1-4 the stamp, 5-6 slot and
-# task, 7-9 a timing line, 10-14 the draft line, 15-20 the statistics line, 21-22 the release
-# line's slot and task.
-_LINE = re.compile(
-    rb"\n(\d+)\.(\d\d)\.(\d\d\d)\.(\d\d\d) [IWEDT] (?:"
-    rb"slot print_timing: id +(\d+) \| task (\d+) \| +(?:"
-    rb"(prompt eval|eval|total) time = +" + _D + rb" ms / +(\d+) tokens"
-    rb"(?: \( +\d+\.\d+ ms per token, +\d+\.\d+ tokens per second\))?"
-    rb"|draft acceptance = \d+\.\d+ \( *(\d+) accepted / +(\d+) generated\), "
-    rb"mean (acceptance length|len) = +(\d+\.\d+)"
-    rb"(?:, acceptance rate per position = \(([0-9., ]*)\))?)"
-    rb"|statistics +([A-Za-z0-9_.-]+): #calls\(b,g,a\) = [ 0-9]+, #gen drafts = +(\d+), "
-    rb"#acc drafts = +\d+, #gen tokens = +(\d+), #acc tokens = +(\d+)"
-    rb"(?:, #mean acc len = +(\d+\.\d+))?(?:, #acc rate/pos = \([0-9., ]*\))?"
-    rb"(?:, dur\(b,g,a\) = [0-9., ]+ ms)?"
-    rb"|slot +release: id +(\d+) \| task (\d+) \| stop processing: n_tokens = \d+, "
-    rb"truncated = \d+)(?=\n)")
-_FORMATS = {LTime: "llamacpp timing", LStats: "llamacpp statistics",
-            LRelease: "llamacpp release"}  # pipeline.format_of
+MAX_CARRY = 64  # records of a request not released by the end of a block (more: Unusual)
+MAX_NAME = 32  # bytes of a statistics line's implementation name (longer: Unusual)
+_DIGITS = b"0123456789"
+_LOW = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [(1 << 64) - 1], np.uint64)
+# The templates: the line from its first byte (the elapsed stamp), then by kind (the
+# keyword says which). They accept what the per-line parser reads the same numbers from
+# (`llamacpp.parse`: its _FAST_TIME, _DRAFT, _MAL, _PER_POS, _STAT*, _SLOT regexes).
+_STAMP: Template = (
+    (b"int", "min"), (b"lit", b"."), (b"fix", (2, "s")), (b"lit", b"."), (b"fix", (3, "ms")),
+    (b"lit", b"."), (b"fix", (3, "us")), (b"alt", (b" I ", b" W ", b" E ", b" D ", b" T ")))
+# After the stamp. Each stops after the last number the record takes from its line: the
+# per-line parser reads the rest only for the per-position list and `#mean acc len`, which
+# are read (from the kept requests' lines, by its own regexes) only where a window is kept.
+_HEAD: Template = (  # prompt eval, eval, total and draft lines
+    (b"lit", b"slot print_timing: id"), (b"sp", None), (b"int", "slot"), (b"lit", b" | task "),
+    (b"int", "task"), (b"lit", b" |"), (b"sp", None))
+_TIMING: Template = (
+    (b"which", ("kind", (b"prompt eval time =", b"eval time =", b"total time ="))),
+    (b"sp", None), (b"dec", "ms"), (b"lit", b" ms /"), (b"sp", None), (b"int", "tokens"),
+    (b"lit", b" tokens"))
+_DRAFT: Template = (
+    (b"lit", b"draft acceptance = "), (b"fdec", None), (b"lit", b" ("),
+    (b"sp0", None), (b"int", "acc"), (b"lit", b" accepted /"), (b"sp", None),
+    (b"int", "gen"), (b"lit", b" generated), mean "),
+    (b"alt", (b"acceptance length =", b"len =")), (b"sp", None), (b"fdec", "mal"))
+_STATS: Template = (
+    (b"lit", b"statistics"), (b"sp", None),
+    (b"set", (b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-", 1, 0,
+              "name")),
+    (b"lit", b": #calls(b,g,a) = "), (b"set", (b" " + _DIGITS, 1, 0, None)),
+    (b"lit", b", #gen drafts ="), (b"sp", None), (b"int", "gd"),
+    (b"lit", b", #acc drafts ="), (b"sp", None), (b"int", None),
+    (b"lit", b", #gen tokens ="), (b"sp", None), (b"int", "gt"),
+    (b"lit", b", #acc tokens ="), (b"sp", None), (b"int", "at"))
+_RELEASE: Template = (
+    (b"lit", b"slot"), (b"sp", None), (b"lit", b"release: id"), (b"sp", None),
+    (b"int", "slot"), (b"lit", b" | task "), (b"int", "task"), (b"lit", b" | stop processing"))
+# record kinds, in a request's order
+PROMPT, EVAL, TOTAL, DRAFT, STATS, RELEASE = range(6)
+_FORMATS = ("llamacpp timing", "llamacpp timing", "llamacpp timing",
+            "llamacpp draft +mean acceptance length", "llamacpp statistics",
+            "llamacpp release")  # pipeline.format_of
+# a record's columns (float64; NaN where its kind has none): the stamp, slot and task, and
+# a, b, c: ms, tokens (timing) / accepted, generated, MAL (draft) / #gen drafts, #gen
+# tokens, #acc tokens (statistics); p: the implementation's id (statistics)
+_COLS = ("te", "slot", "task", "a", "b", "c", "p")
 
 
 class BulkLlamacpp:
-    """The per-line reader's state: the request being read, the last stamp and its records,
-    the statistics line before, the requests that ran recently, the kept requests."""
+    """The per-line reader's state, as arrays: the records of the request being read, the
+    last stamp, the statistics line before of each implementation, the requests that ran
+    recently, the kept requests."""
 
     def __init__(self, acc: LogAccumulator, counts: ParseCounts, max_windows: int) -> None:
         self.acc, self.counts, self.max_windows = acc, counts, max_windows
         self.head: Any = None  # not None once a record was read
+        self.scan: Scan | None = None
+        self.by: dict[bytes, int] = {}  # the byte each keyword is found by (Scan.plan)
         self.te = -1.0  # the last record's elapsed stamp
         self.formats: dict[str, int] = {}
-        self.state = 0  # the next line of a request: 0 prompt eval, 1 eval, 2 total, 3-5
-        self.req: list[Any] = []  # the request being read: its lines' groups
-        self.kept: deque[list[Any]] = deque()  # the last max_windows requests' groups
+        self.carry: dict[str, Any] = _empty()  # the records of a request not released yet
+        self.carry_kind = np.zeros(0, np.int64)
+        self.carry_pp: list[Any] = []  # per-position texts / names of the carried records
+        self.names: list[str] = []  # implementation names, by id
+        self.kept: deque[dict[str, Any]] = deque()  # the last max_windows requests, chunks
+        self.n_kept = 0
         self.kept_stats: dict[str, LStats] = {}  # _last_stats before the oldest kept
-        self.last_stats: dict[bytes, tuple[int, int, int]] = {}  # impl -> (gd, gt, at)
+        self.last_stats: dict[int, tuple[int, int, int]] = {}  # impl id -> (gd, gt, at)
         self.spans: Any = np.empty((0, 2))  # the last OVERLAP_KEPT requests' (start, end)
+        self._mask = np.empty(0, bool)
 
     def block(self, data: Buf, end: int, final: bool) -> int:
         """The whole lines of data[:end]; `data[0]` is the newline before the first."""
+        buf = np.frombuffer(data, np.uint8)
+        if self.scan is None:
+            self.scan = Scan(buf[:end])
+            self.by = self.scan.plan((*KEYWORDS, _SKIP))
+        scan = self.scan
         # Before the first record the per-line read looks for every engine's keywords;
         # after it, for one on each other engine's first stats line (pipeline's watch).
-        for kw in (OTHERS if self.head is None else WATCH):
-            if data.find(kw, 0, end) >= 0:
-                raise Unusual("another engine's line")
-        for p in range(0, end, MAX_LINE_BYTES // 2):
-            if data.find(b"\n", p, min(end, p + MAX_LINE_BYTES // 2)) < 0:
-                raise Unusual("a very long line")
-        keywords = sum(data.count(kw, 0, end) for kw in KEYWORDS)
-        p = data.find(_SKIP, 0, end)
-        while p >= 0:  # the per-line read skips these lines whole, keywords and all
-            a, b = data.rfind(b"\n", 0, p) + 1, data.find(b"\n", p, end)
-            line = bytes(data[a:b])
-            keywords -= sum(line.count(kw) for kw in KEYWORDS)
-            p = data.find(_SKIP, b, end)
-        n, rows = self._records(data, end)
-        if n != keywords:
-            raise Unusual("a keyword in a line of another shape")
-        if rows:
-            self._add(rows)
+        if scan.any_kw(data, OTHERS if self.head is None else WATCH, end, buf):
+            raise Unusual("another engine's line")
+        if len(self._mask) < end:
+            self._mask = np.empty(end, bool)
+        nl = np.flatnonzero(np.equal(buf[:end], 10, out=self._mask[:end]))
+        if len(nl) > 1 and int(np.diff(nl).max()) > MAX_LINE_BYTES // 2:
+            raise Unusual("a very long line")
+        places = [scan.find(buf, data, kw, end, self.by[kw]) for kw in KEYWORDS]
+        lines = [np.searchsorted(nl, q) - 1 for q in places]  # the line of each keyword
+        skip = scan.find(buf, data, _SKIP, end, self.by[_SKIP])
+        if len(skip):  # the per-line read skips these lines whole, keywords and all
+            gone = np.unique(np.searchsorted(nl, skip) - 1)
+            lines = [li[~np.isin(li, gone)] for li in lines]
+        self._records(buf, data, end, nl, lines)
         return end
 
-    def _records(self, data: Buf, end: int) -> tuple[int, list[Any]]:
-        """The records of the block's lines, as requests of the common order (prompt eval,
-        eval, total, [draft, [statistics]], release, one slot and task): each a row of
-        numbers. Unusual for any other order, a stamp going back, a possible copy."""
-        n = 0
-        formats = self.formats
-        te0, state, req = self.te, self.state, self.req
-        rows: list[Any] = []
-        kept, mw = self.kept, self.max_windows
-        for m in _LINE.finditer(data, 0, end):
-            g = m.groups()
-            te = int(g[0]) * 60 + int(g[1]) + int(g[2]) / 1e3 + int(g[3]) / 1e6
-            key: Any
-            if g[6] is not None:
-                kind = g[6]
-                key = (0, int(g[4]), int(g[5]), kind, float(g[7]), int(g[8]), te)
-                if state != (0 if kind == b"prompt eval" else 1 if kind == b"eval" else 2):
-                    raise Unusual("timing lines of another order")
-                fmt = "llamacpp timing"
-                state += 1
-            elif g[9] is not None:
-                pp = _per_pos(g[13]) if g[13] is not None else None
-                key = (1, int(g[4]), int(g[5]), int(g[9]), int(g[10]), float(g[12]), pp or None,
-                       te)
-                if state != 3:
-                    raise Unusual("a draft line out of order")
-                fmt = "llamacpp draft +mean acceptance length"
-                state = 4
-            elif g[14] is not None:
-                key = (2, g[14], int(float(g[15])), int(float(g[16])), int(float(g[17])), te,
-                       float(g[18]) if g[18] is not None else None)
-                if state != 4:
-                    raise Unusual("a statistics line out of order")
-                fmt = "llamacpp statistics"
-                state = 5
-            else:
-                key = (3, int(g[19]), int(g[20]), te)
-                if state < 3:
-                    raise Unusual("a release line out of order")
-                fmt = "llamacpp release"
-                state = 6
-            # The per-line read drops a record equal to a recent one of the same stamp: with
-            # each request stamped after the one before, the records of one stamp are of one
-            # request, of different kinds (or timing lines of different kinds): none equal.
-            if te < te0 or (te == te0 and state == 1):
-                raise Unusual("a stamp going back, or two requests of one stamp")
-            te0 = te
-            if key[0] != 2 and req and (key[1], key[2]) != (req[0][1], req[0][2]):
-                raise Unusual("a request's lines of two slots or tasks")
-            req.append(key)
-            n += 1
-            formats[fmt] = formats.get(fmt, 0) + 1
-            if state == 6:
-                rows.append(req)
-                if mw:
-                    kept.append(req)
-                    if len(kept) > mw:
-                        old = kept.popleft()
-                        if len(old) == 6:
-                            s = old[4]
-                            self.kept_stats[s[1].decode()] = LStats(
-                                s[1].decode(), s[2], s[3], s[4], s[5], s[6])
-                req = []
-                state = 0
-        self.te, self.state, self.req = te0, state, req
-        if n:
-            self.head = True
-        return n, rows
+    def _records(self, buf: Any, data: Buf, end: int, nl: Any, lines: list[Any]) -> None:
+        """Match each keyword's line whole, read its numbers, check the requests' order and
+        sum the released requests up; the records of one not released yet are carried."""
+        n = sum(len(li) for li in lines)
+        if not n:
+            return
+        li = np.concatenate(lines)
+        order = np.argsort(li, kind="stable")
+        li = li[order]
+        if len(li) > 1 and (np.diff(li) == 0).any():
+            raise Unusual("two keywords in a line")
+        starts = nl[li] + 1
+        col = {k: np.full(n, np.nan) for k in _COLS}
+        kind = np.empty(n, np.int64)
+        col["te"], cur = self._stamps(buf, end, starts)
+        # the rows of each keyword, in line order (eval time = : prompt eval or eval)
+        which = np.repeat(np.arange(len(lines)), [len(x) for x in lines])[order]
+        slotted = np.flatnonzero(which <= 2)  # the print_timing lines: slot and task first
+        if len(slotted):
+            m = match(buf, cur[slotted], end, _HEAD, cursor="c")
+            col["slot"][slotted], col["task"][slotted] = m["slot"], m["task"]
+            cur[slotted] = m["c"]
+        timing = np.flatnonzero(which <= 1)
+        if len(timing):
+            m = match(buf, cur[timing], end, _TIMING)
+            k = m["kind"].astype(np.int64)
+            if ((k == TOTAL) != (which[timing] == 1)).any():
+                raise Unusual("a timing line of another shape")
+            kind[timing] = k
+            col["a"][timing], col["b"][timing] = m["ms"], m["tokens"]
+        draft = np.flatnonzero(which == 2)
+        if len(draft):
+            m = match(buf, cur[draft], end, _DRAFT)
+            kind[draft] = DRAFT
+            col["a"][draft], col["b"][draft], col["c"][draft] = m["acc"], m["gen"], m["mal"]
+        stats = np.flatnonzero(which == 3)
+        if len(stats):
+            m = match(buf, cur[stats], end, _STATS)
+            kind[stats] = STATS
+            col["a"][stats], col["b"][stats], col["c"][stats] = m["gd"], m["gt"], m["at"]
+            col["p"][stats] = self._impl_ids(buf, m["name"], m["name_n"])
+        release = np.flatnonzero(which == 4)
+        if len(release):
+            m = match(buf, cur[release], end, _RELEASE)
+            kind[release] = RELEASE
+            col["slot"][release], col["task"][release] = m["slot"], m["task"]
+        # stamps never go back; a request is stamped after the one before
+        te = col["te"]
+        prev = np.concatenate(([self.te], te[:-1]))
+        if ((te < prev) | ((te == prev) & (kind == PROMPT))).any():
+            raise Unusual("a stamp going back, or two requests of one stamp")
+        self.te = float(te[-1])
+        self.head = True
+        firsts = sorted((int(np.argmax(kind == k)), _FORMATS[k]) for k in range(6)
+                        if (kind == k).any())
+        counts = np.bincount(kind, minlength=6)
+        for _, fmt in firsts:
+            self.formats.setdefault(fmt, 0)
+        for k in range(6):
+            if counts[k]:
+                self.formats[_FORMATS[k]] += int(counts[k])
+        # the draft and statistics lines that may be kept: their text (LlamacppAssembler
+        # reads their per-position list and `#mean acc len`)
+        ptext: list[Any] = [None] * n
+        if self.max_windows:
+            lo = max(0, n - 6 * self.max_windows - 6)
+            for i in (np.flatnonzero((kind[lo:] == DRAFT) | (kind[lo:] == STATS)) + lo).tolist():
+                ptext[i] = bytes(data[int(starts[i]):int(nl[li[i] + 1])])
+        # with the carried records of the request before
+        kind = np.concatenate((self.carry_kind, kind))
+        col = {k: np.concatenate((self.carry[k], v)) for k, v in col.items()}
+        ptext = self.carry_pp + ptext
+        rel = np.flatnonzero(kind == RELEASE)
+        upto = int(rel[-1]) + 1 if len(rel) else 0
+        rest = kind[upto:]
+        if len(rest) > 5 or (rest != np.arange(len(rest))).any():
+            raise Unusual("a request's lines of another order")
+        if upto:
+            first = np.concatenate(([0], rel[:-1] + 1))
+            size = rel - first + 1
+            if ((size < 4) | (size > 6)).any():
+                raise Unusual("a request's lines of another order")
+            ok = (kind[first] == PROMPT) & (kind[first + 1] == EVAL) & (kind[first + 2] == TOTAL)
+            ok &= (size < 5) | (kind[first + np.minimum(3, size - 1)] == DRAFT)
+            ok &= (size < 6) | (kind[first + np.minimum(4, size - 1)] == STATS)
+            if not ok.all():
+                raise Unusual("a request's lines of another order")
+        self._check_slots(kind, col, rel)
+        self.carry = {k: v[upto:] for k, v in col.items()}
+        self.carry_kind, self.carry_pp = kind[upto:], ptext[upto:]
+        if len(self.carry_kind) > MAX_CARRY:  # pragma: no cover - bounded by the order check
+            raise Unusual("a request without its release line")
+        if upto:
+            self._requests(kind[:upto], {k: v[:upto] for k, v in col.items()}, ptext[:upto],
+                           first, size)
 
-    def _add(self, rows: list[Any]) -> None:
+    def _stamps(self, buf: Any, end: int, starts: Any) -> tuple[Any, Any]:
+        """The elapsed stamp of each line starting at `starts`, and where its message
+        starts. A line whose stamp and level are the bytes of the line before's (print_timing
+        writes a request's lines at once) has its stamp; the others are matched (_STAMP)."""
+        w = words(buf)
+        w0 = w[starts]
+        size = _zero_bytes(_nondigit(w0)) + 14  # "M.SS.mmm.uuu L ": the minutes' digits + 14
+        same = np.zeros(len(starts), bool)
+        same[1:] = (w0[1:] == w0[:-1]) & (size[1:] == size[:-1])
+        for k in (8, 16):  # the stamp's next bytes (up to 24 in all)
+            key = w[starts + k] & _LOW[np.clip(size - k, 0, 8)]
+            same[1:] &= key[1:] == key[:-1]
+        same &= size <= 24
+        own = np.flatnonzero(~same)
+        st = match(buf, starts[own], end, _STAMP, cursor="c")
+        te = st["min"] * 60 + st["s"] + st["ms"] / 1e3 + st["us"] / 1e6
+        pick = np.cumsum(~same) - 1  # the row whose stamp each row has
+        return te[pick], starts + (st["c"] - starts[own])[pick]
+
+    def _check_slots(self, kind: Any, col: dict[str, Any], rel: Any) -> None:
+        """Every line of a request but the statistics line names its slot and task."""
+        req = np.concatenate(([0], np.cumsum(kind == RELEASE)[:-1]))  # request of each row
+        head = np.flatnonzero(np.concatenate(([True], req[1:] != req[:-1])))
+        s0, t0 = col["slot"][head][req - req[0]], col["task"][head][req - req[0]]
+        bad = (kind != STATS) & ((col["slot"] != s0) | (col["task"] != t0))
+        if bad.any():
+            raise Unusual("a request's lines of two slots or tasks")
+
+    def _impl_ids(self, buf: Any, at: Any, n: Any) -> Any:
+        """The id (into self.names) of each statistics line's implementation name."""
+        if len(n) and int(n.max()) > MAX_NAME:
+            raise Unusual("a long implementation name")
+        at = at.astype(np.int64)
+        grid = buf[at[:, None] + np.arange(MAX_NAME)]
+        grid = np.where(np.arange(MAX_NAME) < n.astype(np.int64)[:, None], grid, 0)
+        rows = np.ascontiguousarray(grid).view(f"V{MAX_NAME}").ravel()
+        if (rows == rows[0]).all():  # one implementation (the common case)
+            uniq, inv = rows[:1], np.zeros(len(rows), np.int64)
+        else:
+            uniq, inv = np.unique(rows, return_inverse=True)
+        ids = np.empty(len(uniq), np.float64)
+        for i, u in enumerate(uniq):
+            name = bytes(u).rstrip(b"\0").decode()
+            if name not in self.names:
+                self.names.append(name)
+            ids[i] = self.names.index(name)
+        return ids[inv.ravel()]
+
+    def _requests(self, kind: Any, col: dict[str, Any], ptext: list[Any], first: Any,
+                  size: Any) -> None:
+        """The released requests (rows from `first`, `size` rows each) as columns: summed
+        up (_add) and the last max_windows kept."""
+        has_d, has_s = size >= 5, size == 6
+        d_at, s_at = first + 3, first + 4
+        q = {"slot": col["slot"][first], "task": col["task"][first],
+             "pe_ms": col["a"][first], "pe_tok": col["b"][first], "pe_te": col["te"][first],
+             "ev_ms": col["a"][first + 1], "ev_tok": col["b"][first + 1],
+             "ev_te": col["te"][first + 1], "tot_ms": col["a"][first + 2],
+             "tot_tok": col["b"][first + 2], "te": col["te"][first + 2],
+             "has_d": has_d, "has_s": has_s,
+             "d_acc": np.where(has_d, col["a"][np.minimum(d_at, len(kind) - 1)], 0),
+             "d_gen": np.where(has_d, col["b"][np.minimum(d_at, len(kind) - 1)], 0),
+             "d_mal": np.where(has_d, col["c"][np.minimum(d_at, len(kind) - 1)], np.nan),
+             "d_te": np.where(has_d, col["te"][np.minimum(d_at, len(kind) - 1)], np.nan),
+             "s_id": np.where(has_s, col["p"][np.minimum(s_at, len(kind) - 1)], -1),
+             "s_gd": np.where(has_s, col["a"][np.minimum(s_at, len(kind) - 1)], 0),
+             "s_gt": np.where(has_s, col["b"][np.minimum(s_at, len(kind) - 1)], 0),
+             "s_at": np.where(has_s, col["c"][np.minimum(s_at, len(kind) - 1)], 0),
+             "s_te": np.where(has_s, col["te"][np.minimum(s_at, len(kind) - 1)], np.nan),
+             "rel_te": col["te"][first + size - 1]}
+        k = len(first)
+        self._add(q)
+        mw = self.max_windows
+        if not mw:
+            return
+        keep = min(k, mw)
+        # what falls out of the kept requests: its statistics lines are those before the
+        # oldest kept (LlamacppAssembler._last_stats)
+        drop = self.n_kept + keep - mw
+        while drop > 0 and self.kept:
+            ch = self.kept[0]
+            m = len(ch["te"])
+            cut = min(drop, m)
+            self._stats_before({kk: v[:cut] for kk, v in ch.items()})
+            if cut == m:
+                self.kept.popleft()
+            else:
+                self.kept[0] = {kk: v[cut:] for kk, v in ch.items()}
+            self.n_kept -= cut
+            drop -= cut
+        if keep < k:
+            self._stats_before({kk: v[:k - keep] for kk, v in q.items()})
+        chunk = {kk: v[k - keep:] for kk, v in q.items()}
+        chunk["dtext"] = [ptext[i] if d else None for i, d in
+                          zip((first[k - keep:] + 3).tolist(), has_d[k - keep:].tolist(), strict=True)]
+        chunk["stext"] = [ptext[i] if d else None for i, d in
+                          zip((first[k - keep:] + 4).tolist(), has_s[k - keep:].tolist(), strict=True)]
+        self.kept.append(chunk)
+        self.n_kept += keep
+
+    def _stats_before(self, q: dict[str, Any]) -> None:
+        """The last statistics line of each implementation in requests q (in order): what
+        LlamacppAssembler._drafts compares with (its counts; the MAL is not read there)."""
+        ids = q["s_id"]
+        for u in np.unique(ids[ids >= 0]).tolist():
+            i = int(np.flatnonzero(ids == u)[-1])
+            name = self.names[int(u)]
+            self.kept_stats[name] = LStats(name, int(q["s_gd"][i]), int(q["s_gt"][i]),
+                                           int(q["s_at"][i]), float(q["s_te"][i]), None)
+
+    def _add(self, q: dict[str, Any]) -> None:
         """LlamacppAssembler._build and LogAccumulator.add of each request, as arrays (the
         same values, the same order of every sum)."""
         acc = self.acc
-        k = len(rows)
-        slot = np.array([r[0][1] for r in rows], np.int64)
-        pe_ms = np.array([r[0][4] for r in rows])
-        ev_ms = np.array([r[1][4] for r in rows])
-        ev_tok = np.array([r[1][5] for r in rows], np.int64)
-        te = np.array([r[2][6] for r in rows])
-        has_d = np.array([len(r) >= 5 for r in rows])
-        d_acc = np.array([r[3][3] if len(r) >= 5 else 0 for r in rows], np.int64)
-        d_gen = np.array([r[3][4] if len(r) >= 5 else 0 for r in rows], np.int64)
-        d_mal = np.array([r[3][5] if len(r) >= 5 else np.nan for r in rows])
+        k = len(q["te"])
+        slot = q["slot"].astype(np.int64)
+        pe_ms, ev_ms, te = q["pe_ms"], q["ev_ms"], q["te"]
+        ev_tok = q["ev_tok"].astype(np.int64)
+        has_d = q["has_d"]
+        d_acc = q["d_acc"].astype(np.int64)
+        d_gen = q["d_gen"].astype(np.int64)
+        d_mal = q["d_mal"]
         # drafts: from the statistics line (this request's, or the one before of its
         # implementation, diffed), else from the printed MAL (LlamacppAssembler._drafts)
         drafts = np.zeros(k, np.int64)
         has_dr = np.zeros(k, bool)  # drafts known (not None)
+        ids = q["s_id"].astype(np.int64)
+        gd, gt, at = (q[c].astype(np.int64) for c in ("s_gd", "s_gt", "s_at"))
+        for u in np.unique(ids[ids >= 0]).tolist():
+            rows = np.flatnonzero(ids == u)
+            before = self.last_stats.get(u)
+            pgd, pgt, pat = (np.concatenate(([before[j] if before else 0], x[rows][:-1]))
+                             for j, x in enumerate((gd, gt, at)))
+            has_prev = np.ones(len(rows), bool)
+            has_prev[0] = before is not None
+            self.last_stats[u] = (int(gd[rows[-1]]), int(gt[rows[-1]]), int(at[rows[-1]]))
+            a, g = d_acc[rows], d_gen[rows]
+            same = (gt[rows] == g) & (at[rows] == a)
+            diffed = ~same & has_prev & (gt[rows] - pgt == g) & (at[rows] - pat == a)
+            drafts[rows] = np.where(same, gd[rows], np.where(diffed, gd[rows] - pgd, 0))
+            has_dr[rows] = same | diffed
         from_mal = np.zeros(k, bool)
-        last = self.last_stats
-        for i, r in enumerate(rows):
-            if len(r) == 6:
-                s = r[4]
-                prev = last.get(s[1])
-                last[s[1]] = (s[2], s[3], s[4])
-                gd, gt, at = s[2], s[3], s[4]
-                a, g = int(d_acc[i]), int(d_gen[i])
-                if (gt, at) == (g, a):
-                    drafts[i], has_dr[i] = gd, True
-                    continue
-                if prev is not None and (gt - prev[1], at - prev[2]) == (g, a):
-                    drafts[i], has_dr[i] = gd - prev[0], True
-                    continue
-            if len(r) >= 5:
-                dm = _from_mal(int(d_acc[i]), float(d_mal[i]))
-                if dm is not None:
-                    drafts[i], has_dr[i] = dm, True
-                    from_mal[i] = True
+        guess = np.flatnonzero(has_d & ~has_dr)
+        if len(guess):
+            pairs = np.stack((d_acc[guess].astype(np.float64), d_mal[guess]), axis=1)
+            uniq, inv = np.unique(pairs, axis=0, return_inverse=True)
+            got = [_from_mal(int(a), float(m)) for a, m in uniq.tolist()]
+            dm = np.array([-1 if x is None else x for x in got], np.int64)[inv.ravel()]
+            found = dm >= 0
+            drafts[guess[found]] = dm[found]
+            has_dr[guess[found]] = True
+            from_mal[guess[found]] = True
         gen = np.maximum(ev_tok - 1, 0)
         counted = has_dr & (drafts != 0)  # w.drafts and accepted: counts
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -358,45 +541,51 @@ class BulkLlamacpp:
         acc._spans.extend(map(tuple, self.spans.tolist()))
 
     def finish(self) -> None:
-        if self.state != 0:
+        if len(self.carry_kind):
             raise Unusual("a request without its release line")
-        self.counts.lines_matched += sum(self.formats.values())
-        self.counts.lines_parsed += sum(self.formats.values())
+        total = sum(self.formats.values())
+        self.counts.lines_matched += total
+        self.counts.lines_parsed += total
         for fmt, k in self.formats.items():
             self.counts.formats[fmt] += k
         asm = LlamacppAssembler(ParseCounts())  # the kept windows, by the per-line code
         asm._last_stats = dict(self.kept_stats)
         out = []
-        for r in self.kept:
-            for key in r:
-                rec = _record(key)
+        for ch in self.kept:
+            for rec in _records(ch, self.names):
                 out += asm.feed(rec)
         out += asm.flush()
         self.acc._kept.extend(out)
 
 
-def _record(key: Any) -> Any:
-    """The record `llamacpp.parse` gives, from a request row."""
-    if key[0] == 0:
-        return LTime((key[1], key[2]), key[3].decode(), key[4], key[5], key[6])
-    if key[0] == 1:
-        return LDraft((key[1], key[2]), key[3], key[4], key[5], key[6], key[7])
-    if key[0] == 2:
-        return LStats(key[1].decode(), key[2], key[3], key[4], key[5], key[6])
-    return LRelease((key[1], key[2]), key[3])
+def _empty() -> dict[str, Any]:
+    return {k: np.empty(0) for k in _COLS}
 
 
-_PER_POS: dict[bytes, tuple[float, ...] | None] = {}
-
-
-def _per_pos(text: bytes) -> tuple[float, ...] | None:
-    """llamacpp._floats of a per-position list (a few distinct lists in a log: cached)."""
-    got = _PER_POS.get(text, ())
-    if got == ():
-        if len(_PER_POS) > 10_000:
-            _PER_POS.clear()
-        got = _PER_POS[text] = llamacpp._floats(text.decode())
-    return got
+def _records(ch: dict[str, Any], names: list[str]) -> list[Any]:
+    """The records `llamacpp.parse` gives for the lines of the kept requests `ch`."""
+    out: list[Any] = []
+    cols = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in ch.items()}
+    for i in range(len(cols["te"])):
+        slot = (int(cols["slot"][i]), int(cols["task"][i]))
+        out.append(LTime(slot, "prompt eval", cols["pe_ms"][i], int(cols["pe_tok"][i]),
+                         cols["pe_te"][i]))
+        out.append(LTime(slot, "eval", cols["ev_ms"][i], int(cols["ev_tok"][i]),
+                         cols["ev_te"][i]))
+        out.append(LTime(slot, "total", cols["tot_ms"][i], int(cols["tot_tok"][i]),
+                         cols["te"][i]))
+        if cols["has_d"][i]:
+            found = llamacpp._PER_POS.search(cols["dtext"][i].decode("utf-8", "replace"))
+            pp = llamacpp._floats(found.group(1)) if found else None
+            out.append(LDraft(slot, int(cols["d_acc"][i]), int(cols["d_gen"][i]),
+                              cols["d_mal"][i], pp or None, cols["d_te"][i]))
+        if cols["has_s"][i]:
+            found = llamacpp._STAT_MAL.search(cols["stext"][i].decode("utf-8", "replace"))
+            out.append(LStats(names[int(cols["s_id"][i])], int(cols["s_gd"][i]),
+                              int(cols["s_gt"][i]), int(cols["s_at"][i]), cols["s_te"][i],
+                              float(found.group(1)) if found else None))
+        out.append(LRelease(slot, cols["rel_te"][i]))
+    return out
 
 
 _MAL_CACHE: dict[tuple[int, float], int | None] = {}

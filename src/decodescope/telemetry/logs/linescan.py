@@ -28,11 +28,11 @@ from typing import Any
 import numpy as np
 
 MAX_DIGITS = 15  # digits of a captured number: below 2**53, exact as an int64 and a double
-_RUN = 16  # bytes looked at for a digit run (two words); a longer run is Unusual
 _P10 = 10 ** np.arange(MAX_DIGITS + 1, dtype=np.int64)
 SAMPLE_BYTES = 1 << 20  # where each keyword's rarest byte is chosen
 DENSE = 64  # a byte more frequent than 1 in DENSE: bytes.find of the keyword instead
 _TWO = np.array([0, 8])
+COMPARE_HITS = 50  # one byte compare over a block ~ checking 1 in 50 of its bytes (plan)
 _HITS = 64  # hits of a watch keyword's rarest byte checked one by one before a whole find
 
 # A template: a tuple of tokens, each one of
@@ -43,7 +43,20 @@ _HITS = 64  # hits of a watch keyword's rarest byte checked one by one before a 
 #                                        (its captures NaN there)
 #   (b"end", (bytes, ...))               one of these, the last ending in b"\n" (a lookahead:
 #                                        the template's last token)
+#   (b"fix", (width, capture))           exactly `width` digits (\d\d\d), not followed by a digit
+#   (b"fdec", capture)                   \d+\.\d+ (a decimal point and digits required)
+#   (b"sp", None) / (b"sp0", None)       " +" / " *" (a run of SET_MAX spaces or more: Unusual)
+#   (b"set", (bytes, least, back, capture))  a run of bytes of the set, greedy, of at least
+#                                        `least` + `back` bytes, then `back` bytes given back
+#                                        (`[0-9., ]+ ms`: back 1, the space of " ms"); capture:
+#                                        the run's place and length (name, name + "_n") or None;
+#                                        a run of SET_MAX bytes or more is Unusual
+#   (b"which", (capture, (bytes, ...)))  an alternative, the index of the first that matches
+#                                        captured
 Template = tuple[tuple[bytes, Any], ...]
+
+
+SET_MAX = 128  # bytes looked at for a run of spaces or of a set (b"sp", b"set")
 
 
 class Unusual(Exception):
@@ -75,7 +88,33 @@ class Scan:
         """kw's byte indexes, rarest in the sample first."""
         return sorted(range(len(kw)), key=lambda i: (int(self.freq[kw[i]]), i))
 
-    def find(self, buf: Any, data: Any, kw: bytes, end: int) -> Any:
+    def plan(self, kws: tuple[bytes, ...]) -> dict[bytes, int]:
+        """For each of kws the index of the byte its places are found by (`find`'s `at`):
+        each keyword's rarest byte, then, keyword by keyword, a byte another keyword's
+        search compares anyway where that costs less: one compare over a block costs about
+        as much as checking COMPARE_HITS of its hits (measured: docs/logs.md)."""
+        freq = self.freq
+        share = len(self.sample) / COMPARE_HITS
+        pick = {kw: self.rare(kw)[0] for kw in kws}
+
+        def cost() -> float:
+            used = {kw[i] for kw, i in pick.items()}
+            return len(used) * share + sum(float(freq[kw[i]]) for kw, i in pick.items())
+
+        best, better = cost(), True
+        while better:
+            better = False
+            for kw in kws:
+                for i in range(len(kw)):
+                    old, pick[kw] = pick[kw], i
+                    c = cost()
+                    if c < best - 1e-9:
+                        best, better = c, True
+                    else:
+                        pick[kw] = old
+        return pick
+
+    def find(self, buf: Any, data: Any, kw: bytes, end: int, at: int | None = None) -> Any:
         """Every place (ascending, int64) where kw lies whole in buf[:end] (buf: data's bytes,
         a new array for each block). Where kw's rarest byte is not common (at most one byte in
         DENSE of the sample, or at most twice kw's own count), the places of that byte (one
@@ -86,7 +125,9 @@ class Scan:
         (r, nr, nk), m = self.rare(kw), len(kw)
         if end < m:
             return np.empty(0, np.int64)
-        if nr > len(self.sample) // DENSE and nr > 2 * nk + 64:
+        if at is not None:  # a byte the search of another keyword compares too (plan)
+            r = at
+        elif nr > len(self.sample) // DENSE and nr > 2 * nk + 64:
             out, p, find = [], data.find(kw, 0, end), data.find
             while p >= 0:
                 out.append(p)
@@ -103,7 +144,7 @@ class Scan:
                 np.equal(buf[:end], kw[r], out=self._mask[:end]))
         q = hits - r
         q = q[(q >= 0) & (q <= end - m)]
-        for i in self._order(kw)[1:3]:  # two more of its rarest bytes: few places left
+        for i in [i for i in self._order(kw) if i != r][:2]:  # two more of its rarest bytes
             q = q[buf[q + i] == kw[i]]
         if m >= 8:
             w = words(buf)
@@ -179,31 +220,82 @@ def _word(lit: bytes) -> tuple[int, int]:
     return int.from_bytes(lit, "little"), (1 << (8 * len(lit))) - 1
 
 
-def _runs(buf: _Bytes, c: Any, ok: Any) -> tuple[Any, Any]:
-    """(length of the digit run at each of c, its bytes minus b"0" (n, _RUN) uint8)."""
-    dig = buf.w[c[:, None] + _TWO].view(np.uint8) - np.uint8(48)
-    isd = dig < 10
-    n = (~isd).argmax(axis=1)
-    if ((n == 0) & isd[:, 0] & ok).any():  # all digits
-        raise Unusual("a number of too many digits")
-    return n, dig
+_HI, _LO = np.uint64(0xF0F0F0F0F0F0F0F0), np.uint64(0x0F0F0F0F0F0F0F0F)
+_ZEROS, _SIXES = np.uint64(0x3030303030303030), np.uint64(0x0606060606060606)
+_SPACES = np.uint64(0x2020202020202020)
+_STEPS = ((np.uint64(0x0F000F000F000F00), np.uint64(0x000F000F000F000F), np.uint64(8),
+           np.uint64(10)),
+          (np.uint64(0x00FF000000FF0000), np.uint64(0x000000FF000000FF), np.uint64(16),
+           np.uint64(100)),
+          (np.uint64(0x0000FFFF00000000), np.uint64(0x000000000000FFFF), np.uint64(32),
+           np.uint64(10000)))
 
 
-def _value(dig: Any, n: Any) -> Any:
-    """The int64 value of the first n[i] digits of each row of dig (Horner, column by column)."""
-    top = int(n.max()) if len(n) else 0
-    if top > MAX_DIGITS:
-        raise Unusual("a number of too many digits")
-    v = np.zeros(len(n), np.int64)
-    for k in range(top):
-        v = np.where(k < n, v * 10 + dig[:, k], v)
-    return v
+def _zero_bytes(t: Any) -> Any:
+    """The number of low-order zero bytes of each uint64 (8 where it is 0): in a word read
+    little-endian, the bytes before the first one that is not zero."""
+    low = t & (~t + np.uint64(1))  # the lowest set bit
+    bit = np.frexp(low.astype(np.float64))[1] - 1  # exact: a power of two
+    return np.where(t == 0, 8, bit // 8).astype(np.int64)
 
 
-def match(buf: Any, at: Any, end: int, template: Template) -> dict[str, Any]:
+def _nondigit(w: Any) -> Any:
+    """Each byte of w zero where it is an ASCII digit (high nibble 3, low nibble <= 9; the
+    low nibbles are masked before the add: no carry from byte to byte)."""
+    return ((w & _HI) ^ _ZEROS) | (((w & _LO) + _SIXES) & _HI)
+
+
+def _swar(w: Any, n: Any) -> Any:
+    """The value (int64) of the first n (0-8) bytes of each word w, all digits: shifted to
+    the word's top (the bytes shifted in are leading zeros), then pairs, quads and halves
+    combined (a multiply and an add a step, no loop over digits)."""
+    shift = np.uint64(8) * (np.uint64(8) - np.clip(n, 1, 8).astype(np.uint64))
+    d = np.where(n > 0, (w ^ _ZEROS) << shift, np.uint64(0))
+    for hi, lo, sh, mul in _STEPS:
+        d = ((d & hi) >> sh) + (d & lo) * mul
+    return d.astype(np.int64)
+
+
+def _digits(buf: _Bytes, c: Any, ok: Any) -> tuple[Any, Any]:
+    """(length, int64 value) of the digit run at each of c, a word at a time (Unusual for
+    a run of more than MAX_DIGITS digits on a row of ok)."""
+    w = buf.w[c]
+    n = _zero_bytes(_nondigit(w))
+    v = _swar(w, n)
+    more = np.flatnonzero(n == 8)
+    if len(more):
+        w2 = buf.w[c[more] + 8]
+        n2 = _zero_bytes(_nondigit(w2))
+        if ((n2 + 8 > MAX_DIGITS) & ok[more]).any():
+            raise Unusual("a number of too many digits")
+        n2 = np.minimum(n2, MAX_DIGITS - 8)
+        n[more] += n2
+        v[more] = v[more] * _P10[n2] + _swar(w2, n2)
+    return n, v
+
+
+def _spaces(buf: _Bytes, c: Any, ok: Any) -> Any:
+    """The length of the run of spaces at each of c, a word at a time (Unusual for SET_MAX
+    or more on a row of ok)."""
+    n = _zero_bytes(buf.w[c] ^ _SPACES)
+    more, k = np.flatnonzero(n == 8), 8
+    while len(more):
+        if k >= SET_MAX:
+            if ok[more].any():
+                raise Unusual("a run of too many bytes")
+            break
+        m = _zero_bytes(buf.w[c[more] + k] ^ _SPACES)
+        n[more] += m
+        more, k = more[m == 8], k + 8
+    return n
+
+
+def match(buf: Any, at: Any, end: int, template: Template,
+          cursor: str | None = None) -> dict[str, Any]:
     """The captured numbers (float64 arrays) of the lines whose template starts at each of
     `at` (the bytes buf[:end]; buf[end-1] is a newline); Unusual when any line does not
-    match the template whole."""
+    match the template whole. `cursor`: also where the template ended, under that name (the
+    next template of the same lines starts there)."""
     out: dict[str, Any] = {}
     c = np.asarray(at, np.int64).copy()
     if len(c) and int(c.max()) + _longest(template) + 8 >= len(buf):  # room to look ahead
@@ -211,7 +303,40 @@ def match(buf: Any, at: Any, end: int, template: Template) -> dict[str, Any]:
         pad[:end] = buf[:end]
         buf = pad
     _match(_Bytes(buf), c, np.ones(len(c), bool), template, out)
+    if cursor is not None:
+        out[cursor] = c
     return out
+
+
+_LUTS: dict[bytes, Any] = {}
+
+
+def _lut(members: bytes) -> Any:
+    """A 256-entry table: True for the bytes of `members`."""
+    t = _LUTS.get(members)
+    if t is None:
+        t = _LUTS[members] = np.zeros(256, bool)
+        t[np.frombuffer(members, np.uint8)] = True
+    return t
+
+
+def _set_run(buf: _Bytes, c: Any, ok: Any, members: bytes) -> Any:
+    """The length of the run of bytes of `members` at each of c (Unusual for one of SET_MAX
+    bytes or more on a row of ok)."""
+    lut = _lut(members)
+    n = np.zeros(len(c), np.int64)
+    open_ = np.ones(len(c), bool)  # the run has not ended within the bytes looked at
+    for k in range(0, SET_MAX, 16):
+        rows = np.flatnonzero(open_)
+        if not len(rows):
+            break
+        stop = ~lut[buf.w[c[rows, None] + k + _TWO].view(np.uint8)]
+        has = stop.any(axis=1)
+        n[rows] += np.where(has, stop.argmax(axis=1), 16)
+        open_[rows[has]] = False
+    if (open_ & ok).any():
+        raise Unusual("a run of too many bytes")
+    return n
 
 
 def _longest(template: Template) -> int:
@@ -224,8 +349,12 @@ def _longest(template: Template) -> int:
             n += max(map(len, arg))
         elif kind == b"opt":
             n += _longest(arg)
+        elif kind == b"which":
+            n += max(map(len, arg[1]))
+        elif kind in (b"set", b"sp", b"sp0"):
+            n += SET_MAX
         else:
-            n += 2 * _RUN + 2
+            n += 2 * 16 + 2
     return n
 
 
@@ -268,29 +397,60 @@ def _match(buf: _Bytes, c: Any, ok: Any, template: Template, out: dict[str, Any]
             check(step >= 0)
             if kind == b"alt":
                 c += np.maximum(step, 0)
-        elif kind in (b"int", b"dec"):
-            n1, dig = _runs(buf, c, ok)
-            check(n1 > 0)
+        elif kind in (b"int", b"dec", b"fdec"):
+            n1, v1 = _digits(buf, c, ok)
             total = n1
-            if kind == b"dec":
+            if kind == b"int":
+                check(n1 > 0)
+            else:
                 c1 = c + n1
                 frac = (buf.b[c1] == 46) & (buf.b[c1 + 1] - np.uint8(48) < 10)
-                n2, dig2 = _runs(buf, c1 + 1, ok & frac)
+                check((n1 > 0) & frac if kind == b"fdec" else n1 > 0)
+                n2, v2 = _digits(buf, c1 + 1, ok & frac)
                 n2 = np.where(frac, n2, 0)
                 total = n1 + np.where(frac, 1 + n2, 0)
             if arg is not None:
                 v = np.full(len(c), np.nan)
                 if ok.any():
                     if kind == b"int":
-                        v[ok] = _value(dig[ok], n1[ok]).astype(np.float64)
+                        v[ok] = v1[ok].astype(np.float64)
                     else:
                         m1, m2 = n1[ok], n2[ok]
                         if (m1 + m2 > MAX_DIGITS).any():
                             raise Unusual("a number of too many digits")
-                        m = _value(dig[ok], m1) * _P10[m2] + _value(dig2[ok], m2)
+                        m = v1[ok] * _P10[m2] + np.where(m2 > 0, v2[ok], 0)
                         v[ok] = m / _P10[m2].astype(np.float64)
                 out[arg] = v
             c += total
+        elif kind == b"fix":
+            width, name = arg
+            n, v = _digits(buf, c, ok)
+            check(n == width)
+            if name is not None:
+                out[name] = np.where(ok, v, 0).astype(np.float64)
+            c += width
+        elif kind == b"sp" or kind == b"sp0":
+            n = _spaces(buf, c, ok)
+            if kind == b"sp":
+                check(n > 0)
+            c += n
+        elif kind == b"set":
+            members, least, back, name = arg
+            n = _set_run(buf, c, ok, members)
+            check(n >= least + back)
+            if name is not None:
+                out[name], out[name + "_n"] = c.copy(), n - back
+            c += np.maximum(n - back, 0)
+        elif kind == b"which":
+            name, alts = arg
+            step = np.full(len(c), -1, np.int64)
+            idx = np.full(len(c), np.nan)
+            for i, lit in enumerate(alts):
+                hit = (step < 0) & _lit(buf, c, lit)
+                step[hit], idx[hit] = len(lit), float(i)
+            check(step >= 0)
+            out[name] = idx
+            c += np.maximum(step, 0)
         elif kind == b"opt":
             first = arg[0]
             assert first[0] == b"lit"
