@@ -296,17 +296,21 @@ def bulk_floor(path: Path, engine: str) -> None:
 
 def _llamacpp_floor(path: Path) -> None:
     """The pieces bulk_llamacpp.py pays over the whole file, alone (CPU s, best of 2): the
-    blocks, the keyword counts and watch scans, the regex pass (match objects only), the
-    same with each match's groups, the whole bulk read."""
+    blocks; the newline places and the keyword places (one compare per byte the keywords are
+    found by, Scan.plan); the same and the line templates (BulkLlamacpp.lines); the whole
+    bulk read (order checks, requests summed as arrays, kept windows)."""
+    import numpy as np
+
     from decodescope.telemetry.logs import bulk_llamacpp as bl
     from decodescope.telemetry.logs import bulk_sglang
     from decodescope.telemetry.logs.accumulate import LogAccumulator
+    from decodescope.telemetry.logs.linescan import Scan
     from decodescope.telemetry.logs.parse_counts import ParseCounts
 
     def blocks() -> Iterable[bytearray]:
         with open(path, "rb", buffering=0) as f:
             while block := f.read(bulk_sglang.BLOCK_BYTES):
-                yield bytearray(block[:block.rfind(b"\n") + 1])
+                yield bytearray(b"\n" + block[:block.rfind(b"\n") + 1])
 
     def best(fn: Callable[[], object]) -> float:
         b = math.inf
@@ -316,28 +320,32 @@ def _llamacpp_floor(path: Path) -> None:
             b = min(b, time.process_time() - c0)
         return b
 
-    def scans() -> None:
+    def places(templates: bool) -> None:
+        scan = by = None
+        bulk = bl.BulkLlamacpp(LogAccumulator(), ParseCounts(), 0)
         for d in blocks():
-            sum(d.count(kw) for kw in bl.KEYWORDS)
-            any(d.find(kw) >= 0 for kw in bl.WATCH)
-
-    def regex(groups: bool) -> None:
-        for d in blocks():
-            for m in bl._LINE.finditer(d):
-                if groups:
-                    m.groups()
+            buf = np.frombuffer(d, np.uint8)
+            if scan is None:
+                scan = Scan(buf)
+                by = scan.plan((*bl.KEYWORDS, bl._SKIP))
+            assert by is not None
+            nl = np.flatnonzero(buf == 10)
+            found = [scan.find(buf, d, kw, len(d), by[kw]) for kw in bl.KEYWORDS]
+            if templates:
+                li = np.concatenate([np.searchsorted(nl, q) - 1 for q in found])
+                order = np.argsort(li, kind="stable")
+                which = np.repeat(np.arange(len(found)), [len(q) for q in found])[order]
+                bulk.lines(buf, len(d), nl[li[order]] + 1, which)
 
     read = best(lambda: sum(1 for _ in blocks()))
-    scan = best(scans) - read
-    rx = best(lambda: regex(False)) - read
-    grp = best(lambda: regex(True)) - read - rx
+    find = best(lambda: places(False)) - read
+    lines = best(lambda: places(True)) - read - find
     whole = best(lambda: bl.read(str(path), LogAccumulator(), ParseCounts(), 1000))
     print(f"{path} ({path.stat().st_size / 1e6:.0f} MB), llamacpp: CPU s, best of 2")
-    print(f"  read the 8 MiB blocks                  {read:8.3f}")
-    print(f"  keyword counts + watch scans           {scan:8.3f}")
-    print(f"  regex pass (minus the read)            {rx:8.3f}")
-    print(f"  groups of each match                   {grp:8.3f}")
-    print(f"  whole bulk read (records, arrays, sum) {whole:8.3f}")
+    print(f"  read the 8 MiB blocks                    {read:8.3f}")
+    print(f"  newline and keyword places               {find:8.3f}")
+    print(f"  line templates (stamps, numbers)         {lines:8.3f}")
+    print(f"  whole bulk read (all of it, and the sum) {whole:8.3f}")
 
 
 def sglang_generate(path: Path, size_mb: int, seed: int = 1) -> None:

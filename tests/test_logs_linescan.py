@@ -163,3 +163,90 @@ def test_scan_is_bytes_find(seed: int, dense: int, monkeypatch: pytest.MonkeyPat
                 assert got == want
             assert scan.any_kw(data, (kw,), end) == (data.find(kw, 0, end) >= 0)
             assert scan.any_kw(data, (kw,), end, buf) == (data.find(kw, 0, end) >= 0)
+
+
+_LL = {  # llama.cpp lines (PR #24536 / b1-0c1e570 shapes), from the stamp
+    "timing": "{e} I slot print_timing: id{sp}{slot} | task {task} | {pad}{kind} time = {pad}"
+              "{ms} ms / {pad}{tok} tokens{tail}",
+    "draft": "{e} I slot print_timing: id{sp}{slot} | task {task} | draft acceptance = 0.75804 "
+             "({pad}{acc} accepted / {pad}{gen} generated), mean {key} = {pad}{mal}{tail}",
+    "stats": "{e} I statistics{sp}{name}: #calls(b,g,a) = {pad}1 {acc} 2, #gen drafts = {pad}"
+             "{gd}, #acc drafts = {pad}98, #gen tokens = {pad}{gen}, #acc tokens = {pad}{acc}"
+             "{tail}",
+    "release": "{e} I slot{sp}release: id{sp}{slot} | task {task} | stop processing: "
+               "n_tokens = {tok}, truncated = 0",
+}
+_LL_TAILS = ("", " ( 0.50 ms per token, 2000.00 tokens per second)",
+             ", acceptance rate per position = (0.800, 0.600, 0.400)",
+             ", #mean acc len = 3.27, #acc rate/pos = (0.8, 0.6), dur(b,g,a) = 0.005, 1.1 ms")
+
+
+def _llama(rng: random.Random, kind: str) -> str:
+    m = rng.choice((0, 7, 59, 228, 1234, rng.randrange(10 ** 6)))
+    e = f"{m}.{rng.randrange(60):02d}.{rng.randrange(1000):03d}.{rng.randrange(1000):03d}"
+    return _LL[kind].format(
+        e=e, sp=" " * rng.randrange(1, 12), pad=" " * rng.randrange(0, 10),
+        slot=_num(rng, False), task=_num(rng, False), tok=_num(rng, False),
+        kind=rng.choice(("prompt eval", "       eval", "      total")), ms=_num(rng, True),
+        acc=_num(rng, False), gen=_num(rng, False), gd=_num(rng, False),
+        key=rng.choice(("acceptance length", "len")), mal=_num(rng, True),
+        name=rng.choice(("draft-mtp", "ngram-cache", "x.y_z-1")), tail=rng.choice(_LL_TAILS))
+
+
+@pytest.mark.parametrize("kind", sorted(_LL))
+@pytest.mark.parametrize("seed", range(2))
+def test_llamacpp_lines_are_the_per_line_parse(kind: str, seed: int) -> None:
+    """What the llama.cpp bulk read takes from a line (its templates) is what the per-line
+    parser (`llamacpp.parse`) gives for it, field by field, bit for bit; it refuses a line
+    the parser reads otherwise or not at all, and may refuse more (the per-line read then
+    takes the log)."""
+    from decodescope.telemetry.logs import bulk_llamacpp as bl
+    from decodescope.telemetry.logs import llamacpp
+    from decodescope.telemetry.logs.accumulate import LogAccumulator
+    from decodescope.telemetry.logs.clock import Clock
+    from decodescope.telemetry.logs.parse_counts import ParseCounts
+
+    rng = random.Random(seed)
+    accepted = refused = 0
+    for n in range(1200):
+        line = _llama(rng, kind)
+        if n % 3:
+            line = _mutate(rng, line)
+            if n % 7 == 0:
+                line = _mutate(rng, line)
+        if "\n" in line:
+            continue
+        block = b"\n" + line.encode() + b"\n"
+        found = [block.count(kw) for kw in bl.KEYWORDS]
+        if sum(found) != 1:  # the bulk read's own check: one keyword a line
+            continue
+        which = np.array([found.index(1)])
+        bulk = bl.BulkLlamacpp(LogAccumulator(), ParseCounts(), 0)
+        try:
+            k, col = bulk.lines(np.frombuffer(block, np.uint8), len(block), np.array([1]), which)
+        except Unusual:
+            refused += 1
+            continue
+        rec = llamacpp.parse(line, Clock(2026), ParseCounts())
+        accepted += 1
+        kind_got = int(k[0])
+        got = {c: float(v[0]) for c, v in col.items()}
+        assert rec is not None and not isinstance(rec, llamacpp.Unparsed), line
+        assert rec.t_elapsed_s == got["te"] and repr(rec.t_elapsed_s) == repr(got["te"]), line
+        if isinstance(rec, llamacpp.LTime):
+            assert kind_got == ("prompt eval", "eval", "total").index(rec.kind), line
+            assert (rec.slot, rec.ms, rec.tokens) == ((got["slot"], got["task"]), got["a"],
+                                                      got["b"]), line
+        elif isinstance(rec, llamacpp.LDraft):
+            assert kind_got == bl.DRAFT and rec.mal is not None, line
+            assert (rec.slot, rec.accepted, rec.generated, rec.mal) == (
+                (got["slot"], got["task"]), got["a"], got["b"], got["c"]), line
+        elif isinstance(rec, llamacpp.LStats):
+            assert kind_got == bl.STATS, line
+            assert rec.impl == bulk.names[int(got["p"])], line
+            assert (rec.gen_drafts, rec.gen_tokens, rec.acc_tokens) == (got["a"], got["b"],
+                                                                       got["c"]), line
+        else:
+            assert isinstance(rec, llamacpp.LRelease) and kind_got == bl.RELEASE, line
+            assert rec.slot == (got["slot"], got["task"]), line
+    assert accepted > 300 and refused > 50, (accepted, refused)

@@ -172,40 +172,9 @@ class BulkLlamacpp:
         if len(li) > 1 and (np.diff(li) == 0).any():
             raise Unusual("two keywords in a line")
         starts = nl[li] + 1
-        col = {k: np.full(n, np.nan) for k in _COLS}
-        kind = np.empty(n, np.int64)
-        col["te"], cur = self._stamps(buf, end, starts)
         # the rows of each keyword, in line order (eval time = : prompt eval or eval)
         which = np.repeat(np.arange(len(lines)), [len(x) for x in lines])[order]
-        slotted = np.flatnonzero(which <= 2)  # the print_timing lines: slot and task first
-        if len(slotted):
-            m = match(buf, cur[slotted], end, _HEAD, cursor="c")
-            col["slot"][slotted], col["task"][slotted] = m["slot"], m["task"]
-            cur[slotted] = m["c"]
-        timing = np.flatnonzero(which <= 1)
-        if len(timing):
-            m = match(buf, cur[timing], end, _TIMING)
-            k = m["kind"].astype(np.int64)
-            if ((k == TOTAL) != (which[timing] == 1)).any():
-                raise Unusual("a timing line of another shape")
-            kind[timing] = k
-            col["a"][timing], col["b"][timing] = m["ms"], m["tokens"]
-        draft = np.flatnonzero(which == 2)
-        if len(draft):
-            m = match(buf, cur[draft], end, _DRAFT)
-            kind[draft] = DRAFT
-            col["a"][draft], col["b"][draft], col["c"][draft] = m["acc"], m["gen"], m["mal"]
-        stats = np.flatnonzero(which == 3)
-        if len(stats):
-            m = match(buf, cur[stats], end, _STATS)
-            kind[stats] = STATS
-            col["a"][stats], col["b"][stats], col["c"][stats] = m["gd"], m["gt"], m["at"]
-            col["p"][stats] = self._impl_ids(buf, m["name"], m["name_n"])
-        release = np.flatnonzero(which == 4)
-        if len(release):
-            m = match(buf, cur[release], end, _RELEASE)
-            kind[release] = RELEASE
-            col["slot"][release], col["task"][release] = m["slot"], m["task"]
+        kind, col = self.lines(buf, end, starts, which)
         # stamps never go back; a request is stamped after the one before
         te = col["te"]
         prev = np.concatenate(([self.te], te[:-1]))
@@ -255,6 +224,44 @@ class BulkLlamacpp:
         if upto:
             self._requests(kind[:upto], {k: v[:upto] for k, v in col.items()}, ptext[:upto],
                            first, size)
+
+    def lines(self, buf: Any, end: int, starts: Any, which: Any) -> tuple[Any, dict[str, Any]]:
+        """The kind and the columns of the lines starting at `starts` (in order), each holding
+        the keyword KEYWORDS[which]; Unusual for a line not of that keyword's shape."""
+        n = len(starts)
+        col = {k: np.full(n, np.nan) for k in _COLS}
+        kind = np.empty(n, np.int64)
+        col["te"], cur = self._stamps(buf, end, starts)
+        slotted = np.flatnonzero(which <= 2)  # the print_timing lines: slot and task first
+        if len(slotted):
+            m = match(buf, cur[slotted], end, _HEAD, cursor="c")
+            col["slot"][slotted], col["task"][slotted] = m["slot"], m["task"]
+            cur[slotted] = m["c"]
+        timing = np.flatnonzero(which <= 1)
+        if len(timing):
+            m = match(buf, cur[timing], end, _TIMING)
+            k = m["kind"].astype(np.int64)
+            if ((k == TOTAL) != (which[timing] == 1)).any():
+                raise Unusual("a timing line of another shape")
+            kind[timing] = k
+            col["a"][timing], col["b"][timing] = m["ms"], m["tokens"]
+        draft = np.flatnonzero(which == 2)
+        if len(draft):
+            m = match(buf, cur[draft], end, _DRAFT)
+            kind[draft] = DRAFT
+            col["a"][draft], col["b"][draft], col["c"][draft] = m["acc"], m["gen"], m["mal"]
+        stats = np.flatnonzero(which == 3)
+        if len(stats):
+            m = match(buf, cur[stats], end, _STATS)
+            kind[stats] = STATS
+            col["a"][stats], col["b"][stats], col["c"][stats] = m["gd"], m["gt"], m["at"]
+            col["p"][stats] = self._impl_ids(buf, m["name"], m["name_n"])
+        release = np.flatnonzero(which == 4)
+        if len(release):
+            m = match(buf, cur[release], end, _RELEASE)
+            kind[release] = RELEASE
+            col["slot"][release], col["task"][release] = m["slot"], m["task"]
+        return kind, col
 
     def _stamps(self, buf: Any, end: int, starts: Any) -> tuple[Any, Any]:
         """The elapsed stamp of each line starting at `starts`, and where its message
