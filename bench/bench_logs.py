@@ -391,9 +391,11 @@ def sglang_generate(path: Path, size_mb: int, seed: int = 1) -> None:
 
 
 def _elapsed(t_s: float) -> str:
-    m, s = divmod(t_s, 60.0)
-    us = int(round((s - int(s)) * 1e6))
-    return f"{int(m)}.{int(s):02d}.{us // 1000:03d}.{us % 1000:03d}"
+    """llama.cpp's elapsed stamp `M.SS.mmm.uuu` of t_s seconds (rounded to the microsecond
+    first: a fraction rounding up to a whole second carries into the seconds)."""
+    m, rest = divmod(int(round(t_s * 1e6)), 60_000_000)
+    s, us = divmod(rest, 1_000_000)
+    return f"{m}.{s:02d}.{us // 1000:03d}.{us % 1000:03d}"
 
 
 def llamacpp_generate(path: Path, size_mb: int, seed: int = 1) -> None:

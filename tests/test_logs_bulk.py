@@ -423,9 +423,9 @@ def _lreq(t: float, task: int, rng: random.Random, *, spec: str = "stats",
           total: list[int] | None = None) -> list[str]:
     """One llama.cpp request as `print_timing` prints it (PR #24536 / b1-0c1e570 shapes)."""
     slot = task % 3
-    m, s = divmod(t, 60.0)
-    us = int(round((s - int(s)) * 1e6))
-    e = f"{int(m)}.{int(s):02d}.{us // 1000:03d}.{us % 1000:03d}"
+    m, rest = divmod(int(round(t * 1e6)), 60_000_000)
+    s, us = divmod(rest, 1_000_000)
+    e = f"{m}.{s:02d}.{us // 1000:03d}.{us % 1000:03d}"
     pre = f"{e} I slot print_timing: id  {slot} | task {task} | "
     pn, n = rng.randint(1, 2000), rng.randint(1, 700)
     ev = rng.uniform(0.0, 9000.0) if task % 13 else 0.0
