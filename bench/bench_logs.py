@@ -307,10 +307,13 @@ def _llamacpp_floor(path: Path) -> None:
     from decodescope.telemetry.logs.linescan import Scan
     from decodescope.telemetry.logs.parse_counts import ParseCounts
 
-    def blocks() -> Iterable[bytearray]:
+    def blocks() -> Iterable[bytearray]:  # whole lines, each block after a newline
+        rest = b""
         with open(path, "rb", buffering=0) as f:
             while block := f.read(bulk_sglang.BLOCK_BYTES):
-                yield bytearray(b"\n" + block[:block.rfind(b"\n") + 1])
+                cut = block.rfind(b"\n") + 1
+                yield bytearray(b"\n" + rest + block[:cut])
+                rest = block[cut:]
 
     def best(fn: Callable[[], object]) -> float:
         b = math.inf

@@ -4,9 +4,11 @@ The per-line reader hands each candidate line (six of a request's lines carry a 
 Python one at a time: the keyword search, decode, the parser's regexes, the duplicate check
 against the 16 records before, the counters (~200 µs a request in all). Here, in a block of
 8 MiB, the keywords' places are found (linescan.Scan: one numpy compare per byte the
-keywords are found by, shared between keywords), each keyword's line is matched whole
-against the template of its shape and its numbers read for all lines at once with numpy
-(linescan.match: no per-line `re`, no Python per line); the request order is checked and
+keywords are found by, shared between keywords), each keyword's line is matched against
+the template of its shape, up to the last number its record takes (as `llamacpp.parse`,
+whose regexes search and never anchor at the line's end), and its numbers read for all
+lines at once with numpy (linescan.match: no `re`, no Python per line); the request order
+is checked and
 the requests built and summed as arrays (`_add`: LlamacppAssembler._build and
 LogAccumulator.add, the same values, the same order of every sum); the kept windows are
 rebuilt at the end by the per-line code itself (`LlamacppAssembler.feed`). The windows and
@@ -16,7 +18,7 @@ log back to the per-line read (`Unusual`; the caller then reads it from its star
 
 - every keyword in the block lies in a line of one of the common shapes (`print_timing`'s
   prompt eval / eval / total lines, the draft line with its MAL, the statistics line, the
-  release line; elapsed-time stamps; `\\n` endings; no ANSI colour), one keyword a line; the
+  release line; an elapsed-time stamp first, no ANSI colour), one keyword a line, once; the
   context-level `llama_perf` lines at exit, which the per-line read skips, are skipped;
 - no line of another engine (any of their keywords), no line over MAX_LINE_BYTES / 2, no
   keyword in an unfinished last line;
