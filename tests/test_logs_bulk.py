@@ -544,3 +544,68 @@ def test_llamacpp_cut_last_line_long_line(tmp_path: Path,
                          ids=lambda p: p.name)
 def test_llamacpp_embedded_logs(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert _lboth(str(path), monkeypatch)
+
+
+_S = "0.05.000.000 I "
+_P = _S + "slot print_timing: id 1 | task 1 | "
+_T3 = [_P + "prompt eval time = 1.00 ms / 2 tokens", _P + "eval time = 10.00 ms / 9 tokens",
+       _P + "total time = 11.00 ms / 11 tokens"]
+_R = _S + "slot release: id 1 | task 1 | stop processing"
+_D = _P + "draft acceptance = 0.5 (4 accepted / 8 generated), mean len = 2.00"
+_ST = (_S + "statistics draft-mtp: #calls(b,g,a) = 1 2 2, #gen drafts = 4, #acc drafts = 2, "
+       "#gen tokens = 8, #acc tokens = 4")
+_PERF = ("llama_perf_context_print: eval time = 9.00 ms / 2 runs, SpecDecoding metrics: Mean "
+         "acceptance length: 2.50, Accepted: 3 tokens, Drafted: 4 tokens")
+
+
+@pytest.mark.parametrize("case", [
+    "ansi in a number", "digit of another script", "digit of another script, statistics",
+    "keyword split by ansi", "release keyword split by ansi", "ansi in the per-position list",
+    "ansi in the statistics MAL", "15-digit minutes", "10-digit minutes, odd level"])
+@pytest.mark.parametrize("max_windows", [1, 7])
+def test_llamacpp_found_by_review(case: str, max_windows: int, tmp_path: Path,
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Logs an adversarial review found where the bulk read was used and read otherwise than
+    the per-line read (ANSI codes, which the per-line read strips first; digits of other
+    scripts, which its `\\d` takes; minutes past 2**53 / 60): now the same summary."""
+    lines = {
+        "ansi in a number": _T3 + [_D.replace("2.00", "1.5\x1b[0m7"), _R],
+        "digit of another script": _T3 + [_D.replace("2.00", "1.5\u0666"), _R],
+        "digit of another script, statistics": _T3 + [_D, _ST + "\u0662", _R],
+        "keyword split by ansi": [_T3[0], _T3[1] + " llama_\x1b[0mperf", _T3[2], _R],
+        "release keyword split by ansi": [_T3[0], _T3[1], _T3[2] + " stop \x1b[0mprocessing",
+                                          _D, _R],
+        "ansi in the per-position list":
+            _T3 + [_D + ", acceptance rate per position = (0.5\x1b[0m0)", _R],
+        "ansi in the statistics MAL": _T3 + [_D, _ST + ", #mean acc len = \x1b[1m2.00", _R],
+        "15-digit minutes": [x.replace("0.05.000.000", "700000000000003.01.000.000")
+                             for x in _T3 + [_R]],
+        "10-digit minutes, odd level": [x.replace("0.05.000.000 I", "1234567890.05.000.000 X")
+                                        for x in _T3 + [_R]],
+    }[case]
+    _lboth(_write(tmp_path, "r.log", lines), monkeypatch, max_windows=max_windows)
+
+
+@pytest.mark.parametrize("block", [100, 200, 300, 2800])
+def test_llamacpp_perf_line_with_another_engines_keyword(block: int, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A skipped `llama_perf` line holding a vLLM keyword, in a block after the first record:
+    the per-line read gives it to the vLLM parser; the bulk read leaves such a log to it."""
+    path = _write(tmp_path, "p.log", _T3 + [_R, _PERF])
+    monkeypatch.setattr(bulk_llamacpp, "BLOCK_BYTES", block)
+    _both(path, monkeypatch, max_windows=1)
+
+
+def test_llamacpp_counts_past_int64_sums(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Token counts of 15 digits in one block sum past int64 (the per-line read sums Python
+    ints): the bulk read leaves the log to the per-line read, the summaries agree."""
+    lines = []
+    for i in range(9300):
+        st = f"0.05.{(1000 + i) // 1000:03d}.{(1000 + i) % 1000:03d}"
+        p = f"{st} I slot print_timing: id 1 | task {i} | "
+        lines += [p + "prompt eval time = 1.00 ms / 1 tokens",
+                  p + "eval time = 1.00 ms / 999999999999999 tokens",
+                  p + "total time = 2.00 ms / 2 tokens",
+                  f"{st} I slot release: id 1 | task {i} | stop processing"]
+    path = _write(tmp_path, "big.log", lines)  # 3 MB: one 8 MiB block
+    assert not _both(path, monkeypatch, max_windows=1)

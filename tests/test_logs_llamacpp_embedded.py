@@ -133,3 +133,34 @@ def test_requests_that_ran_at_once_are_said_and_each_window_is_one_request(capsy
     assert main(["logs", str(NP2)]) == 0
     out = capsys.readouterr().out
     assert "decode tok/s (one request)" in out and "(all requests)" not in out
+
+
+def test_drafts_from_mal_is_bounded_and_unchanged() -> None:
+    """A huge accepted count with a MAL near 1 spans ~10**12 candidate draft counts: answered
+    (None: several fit) without enumerating them; elsewhere the answer is the enumeration's."""
+    import math
+    import time
+
+    def enumerate_all(accepted: int, mal: float) -> int | None:
+        if accepted <= 0 or mal <= 1.0:
+            return None
+        lo, hi = mal - 0.005 - 1.0, mal + 0.005 - 1.0
+        if hi <= 0:
+            return None
+        d_min = max(1, math.ceil(accepted / hi - 1e-9))
+        d_max = math.floor(accepted / lo + 1e-9) if lo > 0 else d_min + 2
+        fits = [d for d in range(d_min, max(d_min, d_max) + 1)
+                if round(1.0 + accepted / d, 2) == round(mal, 2)]
+        return fits[0] if len(fits) == 1 else None
+
+    t0 = time.process_time()
+    assert drafts_from_mal(10 ** 12, 1.01) is None
+    assert time.process_time() - t0 < 1.0  # enumerating would take hours and ~TBs
+    found = 0
+    for acc in range(0, 1500, 7):
+        for d in range(1, 300, 11):
+            for mal in {round(1 + acc / d, 2), round(1 + acc / d, 2) + 0.01}:
+                want = enumerate_all(acc, mal)
+                assert drafts_from_mal(acc, mal) == want, (acc, mal)
+                found += want is not None
+    assert found > 1000

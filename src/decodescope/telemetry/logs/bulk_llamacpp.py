@@ -67,6 +67,7 @@ OTHERS = tuple(kw for kw in _ALL_KEYWORDS if kw not in KEYWORDS)  # vLLM's and S
 WATCH = (vllm.STATS_KEY.encode(), sglang.DECODE_KEY.encode())  # pipeline._ENGINES' watch
 _SKIP = b"llama_perf"  # llamacpp.parse: a context-level perf line, not a request (no record)
 MAX_CARRY = 64  # records of a request not released by the end of a block (more: Unusual)
+SUM_MAX = 1 << 62  # counts of a block summed as int64 below this (else Unusual)
 MAX_NAME = 32  # bytes of a statistics line's implementation name (longer: Unusual)
 _DIGITS = b"0123456789"
 _LOW = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [(1 << 64) - 1], np.uint64)
@@ -148,6 +149,8 @@ class BulkLlamacpp:
         # after it, for one on each other engine's first stats line (pipeline's watch).
         if scan.any_kw(data, OTHERS if self.head is None else WATCH, end, buf):
             raise Unusual("another engine's line")
+        if data.find(b"\x1b", 0, end) >= 0:  # the per-line read strips ANSI codes first: a
+            raise Unusual("an ANSI code")  # code inside a number or a keyword reads otherwise
         if len(self._mask) < end:
             self._mask = np.empty(end, bool)
         nl = np.flatnonzero(np.equal(buf[:end], 10, out=self._mask[:end]))
@@ -156,9 +159,13 @@ class BulkLlamacpp:
         places = [scan.find(buf, data, kw, end, self.by[kw]) for kw in KEYWORDS]
         lines = [np.searchsorted(nl, q) - 1 for q in places]  # the line of each keyword
         skip = scan.find(buf, data, _SKIP, end, self.by[_SKIP])
-        if len(skip):  # the per-line read skips these lines whole, keywords and all
+        if len(skip):  # the per-line read skips these lines whole, keywords and all ...
             gone = np.unique(np.searchsorted(nl, skip) - 1)
             lines = [li[~np.isin(li, gone)] for li in lines]
+            for g in gone.tolist():  # ... but gives them to the other engines' parsers
+                text = bytes(data[int(nl[g]) + 1:int(nl[g + 1])])
+                if any(kw in text for kw in OTHERS):
+                    raise Unusual("another engine's keyword in a perf line")
         self._records(buf, data, end, nl, lines)
         return end
 
@@ -249,12 +256,14 @@ class BulkLlamacpp:
             col["a"][timing], col["b"][timing] = m["ms"], m["tokens"]
         draft = np.flatnonzero(which == 2)
         if len(draft):
-            m = match(buf, cur[draft], end, _DRAFT)
+            m = match(buf, cur[draft], end, _DRAFT, cursor="c")
+            _ascii_after(buf, m["c"])
             kind[draft] = DRAFT
             col["a"][draft], col["b"][draft], col["c"][draft] = m["acc"], m["gen"], m["mal"]
         stats = np.flatnonzero(which == 3)
         if len(stats):
-            m = match(buf, cur[stats], end, _STATS)
+            m = match(buf, cur[stats], end, _STATS, cursor="c")
+            _ascii_after(buf, m["c"])
             kind[stats] = STATS
             col["a"][stats], col["b"][stats], col["c"][stats] = m["gd"], m["gt"], m["at"]
             col["p"][stats] = self._impl_ids(buf, m["name"], m["name_n"])
@@ -271,16 +280,20 @@ class BulkLlamacpp:
         writes a request's lines at once) has its stamp; the others are matched (_STAMP)."""
         w = words(buf)
         w0 = w[starts]
-        size = _zero_bytes(_nondigit(w0)) + 14  # "M.SS.mmm.uuu L ": the minutes' digits + 14
+        digits = _zero_bytes(_nondigit(w0))  # the minutes' digits (8: 8 or more)
+        size = digits + 14  # "M.SS.mmm.uuu L ": the minutes' digits + 14
         same = np.zeros(len(starts), bool)
         same[1:] = (w0[1:] == w0[:-1]) & (size[1:] == size[:-1])
         for k in (8, 16):  # the stamp's next bytes (up to 24 in all)
             key = w[starts + k] & _LOW[np.clip(size - k, 0, 8)]
             same[1:] &= key[1:] == key[:-1]
-        same &= size <= 24
+        same &= digits < 8
         own = np.flatnonzero(~same)
         st = match(buf, starts[own], end, _STAMP, cursor="c")
-        te = st["min"] * 60 + st["s"] + st["ms"] / 1e3 + st["us"] / 1e6
+        # as llamacpp: int(mins) * 60 + int(secs) exact (int64: minutes below 10**15), one
+        # rounding to a double, then + ms / 1e3 + us / 1e6
+        whole = st["min"].astype(np.int64) * 60 + st["s"].astype(np.int64)
+        te = whole.astype(np.float64) + st["ms"] / 1e3 + st["us"] / 1e6
         pick = np.cumsum(~same) - 1  # the row whose stamp each row has
         return te[pick], starts + (st["c"] - starts[own])[pick]
 
@@ -418,6 +431,9 @@ class BulkLlamacpp:
             has_dr[guess[found]] = True
             from_mal[guess[found]] = True
         gen = np.maximum(ev_tok - 1, 0)
+        top = max(int(np.abs(x).max()) for x in (ev_tok, d_acc, d_gen, drafts))
+        if top * k >= SUM_MAX:  # the per-line read sums Python ints: no int64 wrap here
+            raise Unusual("counts too large to sum as int64")
         counted = has_dr & (drafts != 0)  # w.drafts and accepted: counts
         with np.errstate(divide="ignore", invalid="ignore"):
             dsec = ev_ms / 1e3
@@ -565,6 +581,14 @@ class BulkLlamacpp:
                 out += asm.feed(rec)
         out += asm.flush()
         self.acc._kept.extend(out)
+
+
+def _ascii_after(buf: Any, c: Any) -> None:
+    """Unusual where the byte after a line's last number read is not ASCII: the per-line
+    parser's `\\d` also takes other scripts' digits (`float()` reads them), so `2.0٦` is
+    2.06 there."""
+    if len(c) and (buf[c] >= 0x80).any():
+        raise Unusual("a byte not ASCII after a number")
 
 
 def _empty() -> dict[str, Any]:

@@ -158,6 +158,8 @@ def drafts_from_mal(accepted: int, mal: float, decimals: int = 2) -> int | None:
         return None
     d_min = max(1, math.ceil(accepted / hi - 1e-9))
     d_max = math.floor(accepted / lo + 1e-9) if lo > 0 else d_min + 2
+    if d_max - d_min >= 3:  # the inner ones of 4+ candidates all fit: several, in bounded
+        return None  # time (a huge count with a MAL near 1 spans ~10**12 of them)
     fits = [d for d in range(d_min, max(d_min, d_max) + 1)
             if round(1.0 + accepted / d, decimals) == round(mal, decimals)]
     return fits[0] if len(fits) == 1 else None
