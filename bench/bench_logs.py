@@ -235,6 +235,29 @@ def floor(path: Path, engine: str) -> None:
     print(f"  whole read + summary adds              {whole:8.3f}")
 
 
+def _blocks(path: Path) -> Iterable[bytearray]:
+    """The file's whole lines in blocks of the bulk read's size, each after a newline (the
+    bytes of a line cut by a block's end come with the next block)."""
+    from decodescope.telemetry.logs import bulk_sglang
+
+    rest = b""
+    with open(path, "rb", buffering=0) as f:
+        while block := f.read(bulk_sglang.BLOCK_BYTES):
+            cut = block.rfind(b"\n") + 1
+            yield bytearray(b"\n" + rest + block[:cut])
+            rest = block[cut:]
+
+
+def best(fn: Callable[[], object]) -> float:
+    """The least CPU seconds of two runs of fn."""
+    b = math.inf
+    for _ in range(2):
+        c0 = time.process_time()
+        fn()
+        b = min(b, time.process_time() - c0)
+    return b
+
+
 def bulk_floor(path: Path, engine: str) -> None:
     """CPU seconds (in-process, best of 2) of the pieces the bulk read (bulk_vllm.py,
     bulk_sglang.py) pays over the whole file in its 8 MiB blocks, alone: reading the blocks,
@@ -254,17 +277,7 @@ def bulk_floor(path: Path, engine: str) -> None:
     kws = bulk_sglang._WATCH if engine == "sglang" else bulk_vllm._WATCH
 
     def blocks() -> Iterable[bytearray]:
-        with open(path, "rb", buffering=0) as f:
-            while block := f.read(bulk_sglang.BLOCK_BYTES):
-                yield bytearray(block[:block.rfind(b"\n") + 1])
-
-    def best(fn: Callable[[], object]) -> float:
-        b = math.inf
-        for _ in range(2):
-            c0 = time.process_time()
-            fn()
-            b = min(b, time.process_time() - c0)
-        return b
+        return _blocks(path)
 
     def places(match: bool) -> None:
         scan = None
@@ -302,26 +315,12 @@ def _llamacpp_floor(path: Path) -> None:
     import numpy as np
 
     from decodescope.telemetry.logs import bulk_llamacpp as bl
-    from decodescope.telemetry.logs import bulk_sglang
     from decodescope.telemetry.logs.accumulate import LogAccumulator
     from decodescope.telemetry.logs.linescan import Scan
     from decodescope.telemetry.logs.parse_counts import ParseCounts
 
-    def blocks() -> Iterable[bytearray]:  # whole lines, each block after a newline
-        rest = b""
-        with open(path, "rb", buffering=0) as f:
-            while block := f.read(bulk_sglang.BLOCK_BYTES):
-                cut = block.rfind(b"\n") + 1
-                yield bytearray(b"\n" + rest + block[:cut])
-                rest = block[cut:]
-
-    def best(fn: Callable[[], object]) -> float:
-        b = math.inf
-        for _ in range(2):
-            c0 = time.process_time()
-            fn()
-            b = min(b, time.process_time() - c0)
-        return b
+    def blocks() -> Iterable[bytearray]:
+        return _blocks(path)
 
     def places(templates: bool) -> None:
         scan = by = None

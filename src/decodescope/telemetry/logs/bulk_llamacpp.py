@@ -254,19 +254,19 @@ class BulkLlamacpp:
                 raise Unusual("a timing line of another shape")
             kind[timing] = k
             col["a"][timing], col["b"][timing] = m["ms"], m["tokens"]
-        draft = np.flatnonzero(which == 2)
-        if len(draft):
-            m = match(buf, cur[draft], end, _DRAFT, cursor="c")
+        # the draft and statistics lines end with a number: the byte after it is checked
+        for w, template, k, names in ((2, _DRAFT, DRAFT, ("acc", "gen", "mal")),
+                                      (3, _STATS, STATS, ("gd", "gt", "at"))):
+            rows = np.flatnonzero(which == w)
+            if not len(rows):
+                continue
+            m = match(buf, cur[rows], end, template, cursor="c")
             _ascii_after(buf, m["c"])
-            kind[draft] = DRAFT
-            col["a"][draft], col["b"][draft], col["c"][draft] = m["acc"], m["gen"], m["mal"]
-        stats = np.flatnonzero(which == 3)
-        if len(stats):
-            m = match(buf, cur[stats], end, _STATS, cursor="c")
-            _ascii_after(buf, m["c"])
-            kind[stats] = STATS
-            col["a"][stats], col["b"][stats], col["c"][stats] = m["gd"], m["gt"], m["at"]
-            col["p"][stats] = self._impl_ids(buf, m["name"], m["name_n"])
+            kind[rows] = k
+            for c, name in zip("abc", names, strict=True):
+                col[c][rows] = m[name]
+            if k == STATS:
+                col["p"][rows] = self._impl_ids(buf, m["name"], m["name_n"])
         release = np.flatnonzero(which == 4)
         if len(release):
             m = match(buf, cur[release], end, _RELEASE)
