@@ -212,7 +212,9 @@ def test_mal_is_one_plus_accepted_over_drafts_from_metrics_exactly(lab: Lab) -> 
     assert prom_windows, [w.source for w in run.windows]
     acc = sum(w.accepted_tokens or 0 for w in prom_windows)
     drafts = sum(w.drafts or 0 for w in prom_windows)
-    assert (acc, drafts) == (d_acc, d_drafts)
+    failed = [s for s in run.series.get("prometheus", {}).get("scrapes", []) if s.get("error")]
+    assert (acc, drafts) == (d_acc, d_drafts), (
+        [(w.t_start_s, w.t_end_s, w.flags) for w in prom_windows], failed)
     # the run's MAL (over each trial's steady state) is 1 + accepted/drafts of its own counts,
     # exactly, and within 2% of the whole run's
     prom = run.result["engine"]["prometheus"]  # type: ignore[index]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from decodescope.records.window import EngineWindow
 from decodescope.run.observers import PrometheusObserver
 from decodescope.telemetry.prometheus import (
     Scrape,
@@ -160,13 +161,41 @@ def test_per_position_counter_going_back_is_a_reset() -> None:
     assert is_reset(a, b)
 
 
-def test_failed_scrape_gives_gap_windows() -> None:
+def test_failed_scrape_joins_its_neighbours_and_loses_no_count() -> None:
+    """A scrape that failed mid-run (a timeout under load) must not drop the tokens around it:
+    the good scrapes on each side bracket them. Only failures with no good scrape beyond them
+    (at the very start or end) leave gaps without counts."""
     a = parse_metrics(vllm_text(100, 20, 80, 50, (20, 15, 10, 5)), 0.0, 100.0)
     bad = Scrape(1.0, 101.0, None, error="HTTP 503")
+    bad2 = Scrape(1.5, 101.5, None, error="timed out")
     c = parse_metrics(vllm_text(300, 60, 240, 150, (60, 45, 30, 15)), 2.0, 102.0)
+    d = parse_metrics(vllm_text(500, 90, 400, 250, (90, 70, 40, 20)), 3.0, 103.0)
+    ws = interval_windows([a, bad, bad2, c, d], "vllm")
+    assert [w.flags for w in ws] == [("joined",), ()]
+    assert (ws[0].t_start_s, ws[0].t_end_s) == (100.0, 102.0)
+    whole = window_between(a, d, "vllm")
+    for key in ("generation_tokens", "drafts", "accepted_tokens", "draft_tokens"):
+        assert sum(getattr(w, key) for w in ws) == getattr(whole, key), key
+    assert tuple(map(sum, zip(*(w.accepted_per_pos for w in ws), strict=True))) == \
+        whole.accepted_per_pos
+    # failures at the ends: nothing brackets them
+    ws = interval_windows([Scrape(-1.0, 99.0, None, error="HTTP 503"), a, c,
+                           Scrape(2.5, 102.5, None, error="HTTP 503")], "vllm")
+    assert [w.flags for w in ws] == [("gap",), (), ("gap",)]
+    assert ws[0].generation_tokens is None and ws[2].generation_tokens is None
+    assert ws[1].generation_tokens == 200
+    # every scrape failed: gaps only
+    ws = interval_windows([bad, bad2], "vllm")
+    assert [w.flags for w in ws] == [("gap",)]
+
+
+def test_a_restart_behind_a_failed_scrape_is_still_a_reset() -> None:
+    a = parse_metrics(vllm_text(1000, 200, 800, 500, (200, 150, 100, 50)), 0.0, 100.0)
+    bad = Scrape(1.0, 101.0, None, error="connection refused")
+    c = parse_metrics(vllm_text(5000, 900, 3600, 2000, (900, 600, 400, 100), created=2e9),
+                      2.0, 102.0)
     ws = interval_windows([a, bad, c], "vllm")
-    assert [w.flags for w in ws] == [("gap",), ("gap",)]
-    assert all(w.generation_tokens is None for w in ws)
+    assert len(ws) == 1 and "reset" in ws[0].flags and ws[0].generation_tokens is None
 
 
 def test_llamacpp_gets_whole_trial_windows() -> None:
@@ -221,6 +250,44 @@ def test_observer_scrapes_at_marks_and_in_thread() -> None:
     mals = [w.mal for w in res.windows if w.generation_tokens]
     assert mals == [pytest.approx(3.0)]
     assert not res.findings
+
+
+def test_a_boundary_scrape_lost_in_transit_is_tried_once_more() -> None:
+    """Under load a scrape at a trial boundary can time out; the windows hang on it, so it is
+    tried again at once. A server that keeps failing is not waited on twice per boundary."""
+    state = {"gen": 0.0, "n": 0, "fail": set()}
+
+    def handler(req: httpx.Request) -> httpx.Response:
+        state["n"] += 1  # type: ignore[operator]
+        if state["n"] in state["fail"]:  # type: ignore[operator]
+            raise httpx.ReadTimeout("timed out", request=req)
+        g = float(state["gen"])  # type: ignore[arg-type]
+        return httpx.Response(200, text=vllm_text(g, g / 3, g, g / 2, (g / 2, 0, 0, 0)))
+
+    def run(fail: set[int]) -> tuple[list[str | None], list[EngineWindow], int]:
+        state.update(gen=0.0, n=0, fail=fail)
+        clock = iter(range(1000))
+        ob = PrometheusObserver("http://engine", "vllm", interval_s=60.0, in_flight=1,
+                                transport=httpx.MockTransport(handler),
+                                clock=lambda: float(next(clock)), wall=lambda: 1e9)
+        ob.start()
+        ob.mark("trial_start:0", 0.0)
+        state["gen"] = 300.0
+        ob.mark("trial_end:0", 0.0)
+        res = ob.stop()
+        marks = [s["mark"] for s in res.series["prometheus"]["scrapes"]]
+        return marks, res.windows, int(state["n"])  # type: ignore[call-overload]
+
+    marks, ws, n = run({3})  # trial_end's first try timed out
+    assert marks == ["start", "trial_start:0", "trial_end:0", "trial_end:0", "stop"] and n == 5
+    assert sum(w.generation_tokens or 0 for w in ws) == 300
+    marks, ws, n = run({1})  # so did the very first scrape
+    assert marks[:2] == ["start", "start"] and n == 5
+    assert sum(w.generation_tokens or 0 for w in ws) == 300
+    # failing from trial_start on: one try per boundary after the first failure
+    marks, ws, n = run({2, 3, 4, 5, 6, 7, 8})
+    assert marks == ["start", "trial_start:0", "trial_start:0", "trial_end:0", "stop"]
+    assert n == 5 and not any(w.generation_tokens for w in ws)
 
 
 def test_observer_without_metrics_says_so_once() -> None:

@@ -63,6 +63,7 @@ class PrometheusObserver:
         self._thread: threading.Thread | None = None
         self._unavailable: str | None = None
         self._gave_up: str | None = None  # why scraping stopped mid-probe
+        self._failing = False  # the latest scrape failed
         self._spans: dict[str, list[float]] = {}  # trial -> [start wall, end wall]
         self.max_interval_s = interval_s
         self._intervals: dict[str, float] = {}  # trial -> the interval used during it
@@ -98,10 +99,22 @@ class PrometheusObserver:
                 self._gave_up = str(cause)
         with self._lock:
             self._scrapes.append(s)
+            self._failing = s.error is not None
+        return s
+
+    def _boundary(self, mark: str) -> Scrape:
+        """A scrape at a boundary (start, trial marks, stop): the windows hang on it, so one
+        that failed in transit (a timeout under load, a reset connection) is tried once more
+        right away, unless the scrape before it failed too (a server that keeps failing is
+        not waited on twice per boundary). An HTTP status or an oversized answer is final."""
+        before_ok = not self._failing
+        s = self.scrape(mark)
+        if s.error and before_ok and not s.error.startswith("HTTP ") and not self._gave_up:
+            s = self.scrape(mark)
         return s
 
     def start(self) -> None:
-        first = self.scrape("start")
+        first = self._boundary("start")
         if first.prefix is None:
             self._unavailable = first.error or "no known engine metric names"
             return  # nothing to watch: no thread, no further scrapes
@@ -124,7 +137,7 @@ class PrometheusObserver:
     def mark(self, event: str, t_s: float) -> None:
         if self._unavailable or self._gave_up:
             return
-        s = self.scrape(event)
+        s = self._boundary(event)
         kind, _, trial = event.partition(":")
         span = self._spans.setdefault(trial, [s.t_wall_s, s.t_wall_s])
         if kind == "trial_end":
@@ -136,7 +149,7 @@ class PrometheusObserver:
         if self._thread is not None:
             self._thread.join(timeout=SCRAPE_TIMEOUT_S + self.interval_s + 1.0)
         if not self._unavailable and not self._gave_up:
-            self.scrape("stop")
+            self._boundary("stop")
         self._client.close()
         with self._lock:
             scrapes = sorted(self._scrapes, key=lambda s: s.t_s)
@@ -179,8 +192,9 @@ def scrape_findings(scrapes: list[Scrape], url: str) -> list[Finding]:
         out.append(Finding(
             "telemetry.scrape_failed",
             f"{len(failed)} of {len(scrapes)} scrapes failed (first: {failed[0].error})",
-            "Intervals next to a failed scrape carry no counts", context=url,
-            severity="info"))
+            "The scrapes on each side of a failed one make one longer window (flagged "
+            "joined); a failure at the very start or end leaves a gap without counts",
+            context=url, severity="info"))
     return out
 
 

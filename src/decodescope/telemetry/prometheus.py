@@ -285,9 +285,30 @@ def window_between(a: Scrape, b: Scrape, engine: str, interior: Sequence[Scrape]
 
 
 def interval_windows(scrapes: Sequence[Scrape], engine: str) -> list[EngineWindow]:
-    """One window per pair of consecutive scrapes (engines that update counters continuously)."""
+    """One window per pair of consecutive good scrapes (engines that update counters
+    continuously). A failed scrape loses nothing: the counters of the scrapes on each side of
+    it still bracket its tokens, so they make one longer window flagged "joined" (the failed
+    scrapes are its interior). Only failed scrapes at the ends, with no good one beyond, give
+    "gap" windows without counts."""
     ok = [s for s in scrapes if s.prefix is not None or s.error]
-    return [window_between(a, b, engine) for a, b in zip(ok, ok[1:], strict=False) if b.t_s > a.t_s]
+    good = [i for i, s in enumerate(ok) if not s.error]
+    out: list[EngineWindow] = []
+    if not good:
+        return [window_between(a, b, engine) for a, b in zip(ok, ok[1:], strict=False)
+                if b.t_s > a.t_s]
+    # failed scrapes before the first good one and after the last: nothing brackets them
+    for a, b in zip(ok[:good[0] + 1], ok[1:good[0] + 1], strict=False):
+        if b.t_s > a.t_s:
+            out.append(window_between(a, b, engine))
+    for i, j in zip(good, good[1:], strict=False):
+        a, b = ok[i], ok[j]
+        if b.t_s > a.t_s:
+            out.append(window_between(a, b, engine, ok[i + 1:j],
+                                      flags=("joined",) if j > i + 1 else ()))
+    for a, b in zip(ok[good[-1]:], ok[good[-1] + 1:], strict=False):
+        if b.t_s > a.t_s:
+            out.append(window_between(a, b, engine))
+    return out
 
 
 def trial_windows(scrapes: Sequence[Scrape], engine: str) -> list[EngineWindow]:
