@@ -20,6 +20,7 @@ Profiles (what busy servers with default logging write; all synthetic, seeded):
 
     nice python bench/bench_logs.py                          # 1 and 4 GiB, three engines
     nice python bench/bench_logs.py --sizes-mb 1024 --engines vllm --src /tmp/before/src
+    nice python bench/bench_logs.py --numpy-too     # + the scan without the C module
     python bench/bench_logs.py --stages FILE                 # in-process stage timings
     python bench/bench_logs.py --floor FILE --engines llamacpp  # the per-line Python floor
     python bench/bench_logs.py --bulk-floor FILE --engines llamacpp  # the bulk read's pieces
@@ -497,11 +498,16 @@ def measure(cmd: list[str], env: dict[str, str]) -> tuple[float, float, float, s
 
 
 def matrix(engines: list[str], sizes: list[int], workdir: Path, src: str | None,
-           keep: bool) -> None:
+           keep: bool, numpy_too: bool = False) -> None:
     env = dict(os.environ)
     if src:
         env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
-    print(f"decodescope from {src or 'the installed package'}; {os.cpu_count()} CPUs, load "
+    compiled = subprocess.run(
+        [sys.executable, "-c", "from decodescope.telemetry.logs import linescan as l; "
+         "print(l._compiled is not None)"], env=env, capture_output=True, text=True,
+        check=False).stdout.strip()
+    print(f"decodescope from {src or 'the installed package'} (compiled line templates: "
+          f"{compiled or 'unknown'}); {os.cpu_count()} CPUs, load "
           f"average {os.getloadavg()[0]:.1f}; warm page cache; one fresh process per row")
     print(f"| {'log':<22}| {'read':<22}| {'wall s':>7} | {'cpu s':>6} | {'peak RSS MB':>11} |"
           f" {'x grep -c (cpu)':>15} | windows")
@@ -521,6 +527,12 @@ def matrix(engines: list[str], sizes: list[int], workdir: Path, src: str | None,
             grep_cpu = max(cpu, 1e-3)
             print(f"| {label:<22}| {'grep -c':<22}| {wall:>7.2f} | {cpu:>6.2f} | {rss:>11.0f} |"
                   f" {'1.0':>15} | {out.strip()} lines", flush=True)
+            if numpy_too:  # the same scan with the templates run by numpy (no C module)
+                wall, cpu, rss, out = measure([*py, "", ""],
+                                              {**env, "DECODESCOPE_PURE_NUMPY": "1"})
+                print(f"| {label:<22}| {'full scan, numpy only':<22}| {wall:>7.2f} | "
+                      f"{cpu:>6.2f} | {rss:>11.0f} | {cpu / grep_cpu:>15.1f} | "
+                      f"{out.split()[0]}", flush=True)
             wall, cpu, rss, out = measure([*py, "", ""], env)
             n, t0s, t1s = out.split()
             print(f"| {label:<22}| {'full scan':<22}| {wall:>7.2f} | {cpu:>6.2f} | {rss:>11.0f} |"
@@ -548,6 +560,9 @@ def main() -> int:
     ap.add_argument("--dir", help="where the logs are generated (reused when present; kept)")
     ap.add_argument("--src", help="a decodescope source tree to measure instead of the "
                     "installed one (PYTHONPATH of the children): the code before a change")
+    ap.add_argument("--numpy-too", action="store_true",
+                    help="also the full scan with every line template run by numpy "
+                         "(DECODESCOPE_PURE_NUMPY=1: the code without its C module)")
     ap.add_argument("--stages", metavar="FILE",
                     help="instead of the table, time analyze_log's stages in-process on FILE")
     ap.add_argument("--bulk-floor", metavar="FILE",
@@ -575,7 +590,8 @@ def main() -> int:
     workdir = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="bench_logs_"))
     workdir.mkdir(parents=True, exist_ok=True)
     try:
-        matrix(engines, sizes, workdir, args.src, keep=args.dir is not None)
+        matrix(engines, sizes, workdir, args.src, keep=args.dir is not None,
+               numpy_too=args.numpy_too)
     finally:
         if not args.dir:
             shutil.rmtree(workdir, ignore_errors=True)

@@ -38,6 +38,16 @@ REAL = sorted((DATA / "real-logs").glob("*.log"))
 _BULK = accumulate._bulk_summary
 
 
+@pytest.fixture(autouse=True, params=["compiled", "numpy"])
+def _templates(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test twice: the bulk read with its compiled parts (_linescan.c: templates,
+    places, Welford's sums) and with numpy alone (a build without a C compiler)."""
+    from decodescope.telemetry.logs import linescan
+
+    monkeypatch.setattr(linescan, "_PURE", request.param == "numpy")
+    return str(request.param)
+
+
 def _line(t: float, *, run: int = 3, acc: str | None = "2.84", gen: str = "201.78",
           tag: str = "TP0", sep: str = ",", tail: str = ", ") -> str:
     stamp = f"2026-09-01 {int(t) // 3600:02d}:{int(t) // 60 % 60:02d}:{int(t) % 60:02d}"
@@ -245,9 +255,10 @@ def test_add_columns_is_add_one_by_one(seed: int, monkeypatch: pytest.MonkeyPatc
 
 
 def test_figure_extend_and_binner_add_many(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(figures, "EXACT_MAX", 1000)
+    monkeypatch.setattr(figures, "EXACT_MAX", 1000)  # Welford's sums: C and Python (_templates)
     rng = random.Random(7)
-    xs = [rng.choice((0.0, -1.5, float("nan"), rng.lognormvariate(0, 3))) for _ in range(3000)]
+    xs = [rng.choice((0.0, -0.0, -1.5, 1.0, figures.GAMMA ** 7, float("nan"),
+                      rng.lognormvariate(0, 3), rng.lognormvariate(0, 3))) for _ in range(3000)]
     a, b = Figure(), Figure()
     for x in xs:
         a.append(x)
@@ -256,6 +267,7 @@ def test_figure_extend_and_binner_add_many(monkeypatch: pytest.MonkeyPatch) -> N
     assert a.summary() == b.summary()
     assert (a.n, a._mean, a._m2, a.min, a.max, a._pos, a._neg, a._zero) == \
         (b.n, b._mean, b._m2, b.min, b.max, b._pos, b._neg, b._zero)
+    assert repr((a._mean, a._m2, a.min, a.max)) == repr((b._mean, b._m2, b.min, b.max))
     one, many = Binner(), Binner()
     rows = [(rng.choice((None, float(i))), float(i) + 1, rng.choice((None, rng.random())),
              rng.random(), rng.random(), rng.choice((None, rng.random())),

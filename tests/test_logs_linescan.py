@@ -144,8 +144,11 @@ def test_match_many_lines_at_once() -> None:
 
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("dense", [1, 64, 10 ** 6])  # which path find and any_kw take
-def test_scan_is_bytes_find(seed: int, dense: int, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("pure", [True, False])  # numpy / memchr and memmem (_linescan.c)
+def test_scan_is_bytes_find(seed: int, dense: int, pure: bool,
+                            monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(linescan, "DENSE", dense)
+    monkeypatch.setattr(linescan, "_PURE", pure)
     rng = random.Random(seed)
     alphabet = b"ab=D\n metrics:Avgevaltime"
     data = bytes(rng.choice(alphabet) for _ in range(20000))
@@ -250,3 +253,88 @@ def test_llamacpp_lines_are_the_per_line_parse(kind: str, seed: int) -> None:
             assert isinstance(rec, llamacpp.LRelease) and kind_got == bl.RELEASE, line
             assert rec.slot == (got["slot"], got["task"]), line
     assert accepted > 300 and refused > 50, (accepted, refused)
+
+
+def _all_templates() -> list[tuple[str, Template]]:
+    from decodescope.telemetry.logs import bulk_llamacpp as bl
+    out = [("sglang", bulk_sglang._TEMPLATE), ("vllm stats", bulk_vllm._STATS_T)]
+    out += [(f"vllm spec {k}", bulk_vllm._spec_template(k)) for k in (1, 3, 5)]
+    out += [(name, getattr(bl, name)) for name in
+            ("_STAMP", "_HEAD", "_TIMING", "_DRAFT", "_STATS", "_RELEASE")]
+    return out
+
+
+def _same(a: dict[str, np.ndarray] | str, b: dict[str, np.ndarray] | str) -> bool:
+    if isinstance(a, str) or isinstance(b, str):
+        return isinstance(a, str) and isinstance(b, str)
+    return a.keys() == b.keys() and all(
+        a[k].dtype == b[k].dtype and a[k].shape == b[k].shape
+        and np.array_equal(a[k], b[k], equal_nan=a[k].dtype.kind == "f") for k in a)
+
+
+@pytest.mark.skipif(linescan._compiled is None, reason="built without a C compiler")
+@pytest.mark.parametrize("seed", range(3))
+def test_compiled_match_is_the_numpy_match(seed: int) -> None:
+    """The compiled template run (_linescan.c) gives what the numpy one (the definition)
+    gives — every capture with its dtype, NaN where absent, every cursor, Unusual alike —
+    for every template of the three bulk readers, started at every place of fuzzed lines of
+    every engine, one line at a time and many at once."""
+    rng = random.Random(seed)
+    makers = [lambda: _sglang(rng), lambda: _stats(rng), lambda: _spec(rng, rng.choice((1, 3, 5)))]
+    makers += [lambda kind=kind: _llama(rng, kind) for kind in sorted(_LL)]
+    templates = _all_templates()
+    lines = []
+    for n in range(240):
+        line = rng.choice(makers)()
+        if n % 2:
+            line = _mutate(rng, line)
+        lines.append(line.encode())
+
+    def both(buf: np.ndarray, at: np.ndarray, end: int, t: Template) -> tuple[object, object]:
+        got = []
+        for run in (linescan.match_numpy, linescan.match_compiled):
+            try:
+                got.append(run(buf, at, end, t, cursor="c"))
+            except Unusual:
+                got.append("unusual")
+        return got[0], got[1]
+
+    keys = (bulk_sglang._KEY, bulk_vllm._STATS_KEY, bulk_vllm._SPEC_KEY)
+
+    def places(block: bytes) -> list[int]:
+        """Where a template may start: the line's start, after each space (every llama.cpp
+        template), after the vLLM and SGLang keywords, and a few places anywhere."""
+        out = {1, *(i + 1 for i, ch in enumerate(block[:-2]) if ch == 32)}
+        out |= {block.find(k) + len(k) for k in keys if block.find(k) >= 0}
+        out |= {rng.randrange(1, len(block) - 1) for _ in range(4)}
+        return sorted(out)
+
+    agreed, matched = 0, {}
+    for line in lines:
+        block = b"\n" + line + b"\n"
+        buf = np.frombuffer(block, np.uint8)
+        for name, t in templates:
+            for at in places(block):
+                a, b = both(buf, np.array([at]), len(block), t)
+                assert _same(a, b), (name, at, line, a, b)
+                agreed += 1
+                if not isinstance(a, str):
+                    matched[name] = matched.get(name, 0) + 1
+    # many lines at once: the lines one template takes, then one that it refuses among them
+    for name, t in templates:
+        block = b"\n" + b"\n".join(lines) + b"\n"
+        buf = np.frombuffer(block, np.uint8)
+        starts = [i + 1 for i, ch in enumerate(block[:-1]) if ch == 10]
+        ok = [s for s in starts if not isinstance(both(buf, np.array([s]), len(block), t)[0], str)]
+        # the stamp template matches from the line start; the others start past a keyword:
+        # try every start of every line and the 30th byte of each
+        ok += [s + 30 for s in starts if s + 30 < len(block) and not isinstance(
+            both(buf, np.array([s + 30]), len(block), t)[0], str)]
+        if ok:
+            a, b = both(buf, np.array(ok), len(block), t)
+            assert not isinstance(a, str) and _same(a, b), name
+            bad = np.array([*ok[:3], starts[0] + 1, *ok[3:]])
+            a, b = both(buf, bad, len(block), t)
+            assert _same(a, b), name
+    few = [(name, matched.get(name, 0)) for name, _ in templates if matched.get(name, 0) < 2]
+    assert agreed > 10_000 and not few, few

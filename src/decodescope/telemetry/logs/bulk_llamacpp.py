@@ -52,7 +52,9 @@ from decodescope.telemetry.logs.linescan import (
     Unusual,
     _nondigit,
     _zero_bytes,
+    compiled,
     match,
+    places_of,
     words,
 )
 from decodescope.telemetry.logs.llamacpp import LDraft, LlamacppAssembler, LRelease, LStats, LTime
@@ -151,9 +153,13 @@ class BulkLlamacpp:
             raise Unusual("another engine's line")
         if data.find(b"\x1b", 0, end) >= 0:  # the per-line read strips ANSI codes first: a
             raise Unusual("an ANSI code")  # code inside a number or a keyword reads otherwise
-        if len(self._mask) < end:
-            self._mask = np.empty(end, bool)
-        nl = np.flatnonzero(np.equal(buf[:end], 10, out=self._mask[:end]))
+        run = compiled()
+        if run is not None:
+            nl = places_of(run, data, end, b"\n")
+        else:
+            if len(self._mask) < end:
+                self._mask = np.empty(end, bool)
+            nl = np.flatnonzero(np.equal(buf[:end], 10, out=self._mask[:end]))
         if len(nl) > 1 and int(np.diff(nl).max()) > MAX_LINE_BYTES // 2:
             raise Unusual("a very long line")
         places = [scan.find(buf, data, kw, end, self.by[kw]) for kw in KEYWORDS]

@@ -144,19 +144,36 @@ def extend(fig: Figure, values: Any) -> None:
         _to_buckets(fig, np.frombuffer(fig._xs, np.float64))
         if not xs.size:
             return
-    vals = xs.tolist()
-    mean, m2 = fig._mean, fig._m2
-    for n, x in enumerate(vals, fig.n + 1):
-        d = x - mean
-        mean += d / n
-        m2 += d * (x - mean)
-    fig.n, fig._mean, fig._m2 = fig.n + len(vals), mean, m2
-    lo, hi = min(vals), max(vals)
+    fig._mean, fig._m2 = welford(xs, fig.n, fig._mean, fig._m2)
+    fig.n += int(xs.size)
+    lo, hi = float(xs.min()), float(xs.max())
+    if lo == 0.0 or hi == 0.0:  # -0.0 or 0.0: the first of them, as min() and max() give
+        vals = xs.tolist()
+        lo, hi = min(vals), max(vals)
     if lo < fig.min:
         fig.min = lo
     if hi > fig.max:
         fig.max = hi
     _buckets(fig, xs)
+
+
+def welford(xs: Any, n: int, mean: float, m2: float) -> tuple[float, float]:
+    """Welford's update of (mean, M2) after n values by each value of xs (float64), in order:
+    Figure.append's sums bit for bit (each step rounded as Python rounds it). By the compiled
+    module where it was built (the same double operations, no fused multiply-add), else in
+    Python (~0.2 µs a value; 755,000 requests x 5 figures in a 1 GiB llama.cpp log)."""
+    import numpy as np
+
+    from decodescope.telemetry.logs.linescan import compiled
+
+    run = compiled()
+    if run is not None:
+        return run.welford(np.ascontiguousarray(xs, np.float64), n, mean, m2)  # type: ignore[no-any-return]
+    for k, x in enumerate(xs.tolist(), n + 1):
+        d = x - mean
+        mean += d / k
+        m2 += d * (x - mean)
+    return mean, m2
 
 
 def _to_buckets(fig: Figure, xs: Any) -> None:
@@ -180,8 +197,10 @@ def _buckets(fig: Figure, xs: Any) -> None:
         q = np.log(part) / _LOG_G
         k = np.floor(q)
         near = np.flatnonzero((q - k < 1e-9) | (k + 1 - q < 1e-9))
-        for i in near.tolist():  # numpy's log may differ from math.log in the last bit
-            k[i] = math.floor(math.log(float(part[i])) / _LOG_G)
+        if near.size:  # numpy's log may differ from math.log in the last bit: math's, once
+            vals, inv = np.unique(part[near], return_inverse=True)  # per value (1.0 is common)
+            k[near] = np.array([math.floor(math.log(v) / _LOG_G) for v in vals.tolist()],
+                               np.float64)[inv.ravel()]
         keys, cnt = np.unique(k.astype(np.int64), return_counts=True)
         for key, c in zip(keys.tolist(), cnt.tolist(), strict=True):
             counts[key] = counts.get(key, 0) + c

@@ -23,6 +23,7 @@ more than MAX_DIGITS digits is Unusual.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -125,6 +126,9 @@ class Scan:
         (r, nr, nk), m = self.rare(kw), len(kw)
         if end < m:
             return np.empty(0, np.int64)
+        run = compiled()
+        if run is not None:  # memchr / memmem from place to place (_linescan.c)
+            return places_of(run, data, end, kw)
         if at is not None:  # a byte the search of another keyword compares too (plan)
             r = at
         elif nr > len(self.sample) // DENSE and nr > 2 * nk + 64:
@@ -312,7 +316,16 @@ def match(buf: Any, at: Any, end: int, template: Template,
     """The captured numbers (float64 arrays) of the lines whose template starts at each of
     `at` (the bytes buf[:end]; buf[end-1] is a newline); Unusual when any line does not
     match the template whole. `cursor`: also where the template ended, under that name (the
-    next template of the same lines starts there)."""
+    next template of the same lines starts there). Run by the compiled module where it was
+    built (`_linescan.c`, the same answers), else by numpy (`match_numpy`)."""
+    if compiled() is not None:
+        return match_compiled(buf, at, end, template, cursor)
+    return match_numpy(buf, at, end, template, cursor)
+
+
+def match_numpy(buf: Any, at: Any, end: int, template: Template,
+                cursor: str | None = None) -> dict[str, Any]:
+    """`match` by numpy: one step over all lines per token (the definition)."""
     out: dict[str, Any] = {}
     c = np.asarray(at, np.int64).copy()
     if len(c) and int(c.max()) + _longest(template) + 8 >= len(buf):  # room to look ahead
@@ -322,6 +335,124 @@ def match(buf: Any, at: Any, end: int, template: Template,
     _match(_Bytes(buf), c, np.ones(len(c), bool), template, out)
     if cursor is not None:
         out[cursor] = c
+    return out
+
+
+# --- the compiled run (_linescan.c) -------------------------------------------------------
+
+_compiled: Any
+try:
+    from decodescope.telemetry.logs import _linescan as _compiled
+except ImportError:  # built without a C compiler: numpy runs every template
+    _compiled = None
+# DECODESCOPE_PURE_NUMPY=1: numpy only (the bench's comparison, a check of the C module)
+_PURE = os.environ.get("DECODESCOPE_PURE_NUMPY", "") not in ("", "0")
+
+def places_of(run: Any, data: Any, end: int, kw: bytes) -> Any:
+    """Every place (int64, ascending) where kw lies whole in data[:end], by the compiled
+    module (`run`): memchr for one byte, memmem for more, from place to place."""
+    return np.frombuffer(run.find_all(data, end, kw), np.int64)
+
+
+def compiled() -> Any:
+    """The compiled module, or None (not built, or DECODESCOPE_PURE_NUMPY set)."""
+    return None if _PURE else _compiled
+
+
+_OP = {b"lit": 1, b"alt": 2, b"end": 3, b"which": 4, b"int": 5, b"dec": 6, b"fdec": 7,
+       b"fix": 8, b"sp": 9, b"sp0": 10, b"set": 11, b"opt": 12}
+
+
+class _Program:
+    """A template as the compiled module's ops: int64 words, the literal bytes, and per
+    capture slot its name and whether numpy gives it as int64 (a run's place and length
+    outside an optional group) or float64."""
+
+    def __init__(self, template: Template) -> None:
+        self.consts = bytearray()
+        self.names: list[str] = []
+        self.ints: list[bool] = []
+        self.ops = np.array(self._ops(template, False), np.int64)
+        self.const_bytes = bytes(self.consts) or b"\0"
+
+    def _lit(self, lit: bytes) -> list[int]:
+        off = len(self.consts)
+        self.consts += lit
+        return [off, len(lit)]
+
+    def _slot(self, name: str | None, is_int: bool = False) -> int:
+        if name is None:
+            return -1
+        self.names.append(name)
+        self.ints.append(is_int)
+        return len(self.names) - 1
+
+    def _ops(self, template: Template, in_opt: bool) -> list[int]:
+        out: list[int] = []
+        for kind, arg in template:
+            op = _OP[kind]
+            if kind == b"lit":
+                out += [op, *self._lit(arg)]
+            elif kind in (b"alt", b"end"):
+                out += [op, len(arg)]
+                for lit in arg:
+                    out += self._lit(lit)
+            elif kind == b"which":
+                name, alts = arg
+                out += [op, self._slot(name), len(alts)]
+                for lit in alts:
+                    out += self._lit(lit)
+            elif kind in (b"int", b"dec", b"fdec"):
+                out += [op, self._slot(arg)]
+            elif kind == b"fix":
+                width, name = arg
+                out += [op, width, self._slot(name)]
+            elif kind in (b"sp", b"sp0"):
+                out += [op]
+            elif kind == b"set":
+                members, least, back, name = arg
+                where = self._lit(members)
+                at = self._slot(name, not in_opt)
+                n = self._slot(None if name is None else name + "_n", not in_opt)
+                out += [op, *where, least, back, at, n]
+            elif kind == b"opt":
+                first = arg[0]
+                assert first[0] == b"lit"
+                lit = self._lit(first[1])
+                sub = self._ops(arg, True)
+                out += [op, *lit, len(sub), *sub]
+            else:  # pragma: no cover - a template error
+                raise ValueError(kind)
+        return out
+
+
+_PROGRAMS: dict[int, tuple[Template, _Program]] = {}
+
+
+def _program(template: Template) -> _Program:
+    got = _PROGRAMS.get(id(template))
+    if got is None or got[0] is not template:
+        got = _PROGRAMS[id(template)] = (template, _Program(template))
+    return got[1]
+
+
+def match_compiled(buf: Any, at: Any, end: int, template: Template,
+                   cursor: str | None = None) -> dict[str, Any]:
+    """`match` by the compiled module: each line read once, token after token."""
+    prog = _program(template)
+    starts = np.ascontiguousarray(at, np.int64)
+    n = len(starts)
+    caps = np.full((len(prog.names), n), np.nan)
+    cur = np.empty(n, np.int64)
+    data = np.ascontiguousarray(buf, np.uint8)
+    why = _compiled.run(data, end, starts, prog.ops, prog.const_bytes, caps, cur)
+    if why is not None:
+        raise Unusual(why)
+    out: dict[str, Any] = {}
+    for i, (name, is_int) in enumerate(zip(prog.names, prog.ints, strict=True)):
+        out[name] = caps[i].astype(np.int64) if is_int else caps[i]
+    if cursor is not None:
+        out[cursor] = cur
     return out
 
 

@@ -1,0 +1,14 @@
+"""The one compiled part: linescan.match as C (src/decodescope/telemetry/logs/_linescan.c).
+
+Optional: where no C compiler is at hand the build goes on without it and the numpy code of
+linescan.py runs instead (same answers, about twice the time of a full log scan: docs/logs.md).
+Everything else is in pyproject.toml."""
+
+from setuptools import Extension, setup
+
+setup(ext_modules=[Extension(
+    "decodescope.telemetry.logs._linescan",
+    ["src/decodescope/telemetry/logs/_linescan.c"],
+    extra_compile_args=["-O2", "-ffp-contract=off"],
+    optional=True,
+)])
