@@ -168,7 +168,7 @@ def welford(xs: Any, n: int, mean: float, m2: float) -> tuple[float, float]:
 
     run = compiled()
     if run is not None:
-        return run.welford(np.ascontiguousarray(xs, np.float64), n, mean, m2)  # type: ignore[no-any-return]
+        return run.welford(np.ascontiguousarray(xs, np.float64), n, mean, m2)
     for k, x in enumerate(xs.tolist(), n + 1):
         d = x - mean
         mean += d / k
