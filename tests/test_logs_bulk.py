@@ -621,3 +621,21 @@ def test_llamacpp_counts_past_int64_sums(tmp_path: Path, monkeypatch: pytest.Mon
                   f"{st} I slot release: id 1 | task {i} | stop processing"]
     path = _write(tmp_path, "big.log", lines)  # 3 MB: one 8 MiB block
     assert not _both(path, monkeypatch, max_windows=1)
+
+
+def test_llamacpp_implementation_names_of_one_length() -> None:
+    """The statistics lines' implementation names: one name on every line is compared a
+    word at a time; names of one length that differ (in any byte) are told apart."""
+    names = [b"draft-mtp", b"draft-mtq", b"ngram-mod", b"draft-mtp", b"xdraft-mtp012345678"]
+    text = b"".join(b"\n" + nm + b": #calls" for nm in names) + b"\n" + b" " * 64
+    at = np.array([text.index(b"\n" + nm) + 1 for nm in names[:3]] + [
+        text.rindex(b"\n" + names[3]) + 1, text.index(b"\n" + names[4]) + 1])
+    bulk = bulk_llamacpp.BulkLlamacpp(LogAccumulator(), ParseCounts(), 0)
+    buf = np.frombuffer(text, np.uint8)
+    ids = bulk._impl_ids(buf, at[:4], np.array([9, 9, 9, 9]))
+    assert [bulk.names[int(i)] for i in ids] == ["draft-mtp", "draft-mtq", "ngram-mod",
+                                                  "draft-mtp"]
+    ids = bulk._impl_ids(buf, at[[0, 3]], np.array([9, 9]))  # one name: the word compare
+    assert [bulk.names[int(i)] for i in ids] == ["draft-mtp", "draft-mtp"]
+    ids = bulk._impl_ids(buf, at[[4, 4]], np.array([19, 19]))  # past 8 and 16 bytes
+    assert [bulk.names[int(i)] for i in ids] == ["xdraft-mtp012345678"] * 2

@@ -166,6 +166,12 @@ def test_scan_is_bytes_find(seed: int, dense: int, pure: bool,
                 assert got == want
             assert scan.any_kw(data, (kw,), end) == (data.find(kw, 0, end) >= 0)
             assert scan.any_kw(data, (kw,), end, buf) == (data.find(kw, 0, end) >= 0)
+    # several keywords at once, by the bytes the plan shares between them
+    many = (b"eval time =", b" metrics: ", b"Decode batch", b"Dab", b"zz")
+    for end in (len(data), rng.randrange(len(data)), 5):
+        got = [q.tolist() for q in scan.find_many(buf, data, many, end, scan.plan(many))]
+        assert got == [[m.start() for m in re.finditer(re.escape(kw), data[:end])]
+                       for kw in many]
 
 
 _LL = {  # llama.cpp lines (PR #24536 / b1-0c1e570 shapes), from the stamp

@@ -306,7 +306,111 @@ done:
     return out;
 }
 
+/* find_by(buf, end, kws, at) -> list of bytes: for each keyword kws[i], every place (int64,
+ * ascending) where it lies whole in buf[:end], found from the places of its byte at[i]
+ * (memchr: one pass for all the keywords that share that byte), each checked whole. */
+typedef struct {
+    int64_t *p;
+    Py_ssize_t n, cap;
+} Places;
+
+static int places_add(Places *pl, int64_t v) {
+    if (pl->n == pl->cap) {
+        Py_ssize_t cap = pl->cap ? pl->cap * 2 : 1024;
+        int64_t *more = (int64_t *)PyMem_RawRealloc(pl->p, (size_t)cap * sizeof(int64_t));
+        if (more == NULL) return -1;
+        pl->p = more;
+        pl->cap = cap;
+    }
+    pl->p[pl->n++] = v;
+    return 0;
+}
+
+#define MAX_KWS 16
+
+static PyObject *find_by(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    Py_ssize_t end;
+    PyObject *kws, *ats;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*nO!O!", &buf, &end, &PyTuple_Type, &kws, &PyTuple_Type, &ats))
+        return NULL;
+    PyObject *out = NULL;
+    Py_ssize_t nk = PyTuple_GET_SIZE(kws);
+    const char *kw[MAX_KWS];
+    Py_ssize_t len[MAX_KWS], at[MAX_KWS];
+    Places pl[MAX_KWS];
+    memset(pl, 0, sizeof pl);
+    if (nk > MAX_KWS || PyTuple_GET_SIZE(ats) != nk || end < 0 || end > buf.len) {
+        PyErr_SetString(PyExc_ValueError, "find_by: bad arguments");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < nk; i++) {
+        PyObject *k = PyTuple_GET_ITEM(kws, i);
+        if (!PyBytes_Check(k) || PyBytes_GET_SIZE(k) < 1) {
+            PyErr_SetString(PyExc_TypeError, "find_by: keywords are non-empty bytes");
+            goto done;
+        }
+        kw[i] = PyBytes_AS_STRING(k);
+        len[i] = PyBytes_GET_SIZE(k);
+        at[i] = PyLong_AsSsize_t(PyTuple_GET_ITEM(ats, i));
+        if (at[i] < 0 || at[i] >= len[i]) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "find_by: bad byte index");
+            goto done;
+        }
+    }
+    const char *b = (const char *)buf.buf;
+    int failed = 0, done_kw[MAX_KWS] = {0};
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < nk && !failed; i++) {
+        if (done_kw[i]) continue;
+        char byte = kw[i][at[i]];
+        /* the keywords found by this byte */
+        Py_ssize_t grp[MAX_KWS], ng = 0;
+        for (Py_ssize_t j = i; j < nk; j++)
+            if (!done_kw[j] && kw[j][at[j]] == byte) {
+                grp[ng++] = j;
+                done_kw[j] = 1;
+            }
+        const char *p = b, *stop = b + end;
+        while (p < stop && (p = memchr(p, byte, (size_t)(stop - p))) != NULL) {
+            Py_ssize_t h = p - b;
+            for (Py_ssize_t g = 0; g < ng; g++) {
+                Py_ssize_t j = grp[g], q = h - at[j];
+                if (q >= 0 && q + len[j] <= end && memcmp(b + q, kw[j], (size_t)len[j]) == 0 &&
+                    places_add(&pl[j], q) < 0) {
+                    failed = 1;
+                    break;
+                }
+            }
+            if (failed) break;
+            p++;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (failed) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    out = PyList_New(nk);
+    if (out == NULL) goto done;
+    for (Py_ssize_t i = 0; i < nk; i++) {
+        PyObject *o = PyBytes_FromStringAndSize((const char *)pl[i].p,
+                                                pl[i].n * (Py_ssize_t)sizeof(int64_t));
+        if (o == NULL) {
+            Py_CLEAR(out);
+            goto done;
+        }
+        PyList_SET_ITEM(out, i, o);
+    }
+done:
+    for (Py_ssize_t i = 0; i < MAX_KWS; i++) PyMem_RawFree(pl[i].p);
+    PyBuffer_Release(&buf);
+    return out;
+}
+
 static PyMethodDef METHODS[] = {
+    {"find_by", find_by, METH_VARARGS, "Every place of each keyword, by a byte of each (int64)."},
     {"find_all", find_all, METH_VARARGS, "Every place of a needle in buf[:end] (int64)."},
     {"run", run, METH_VARARGS, "Run a compiled line template over lines (linescan.match)."},
     {"welford", welford, METH_VARARGS, "Welford's update of (mean, M2) (figures.welford)."},

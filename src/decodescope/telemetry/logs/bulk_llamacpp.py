@@ -162,9 +162,8 @@ class BulkLlamacpp:
             nl = np.flatnonzero(np.equal(buf[:end], 10, out=self._mask[:end]))
         if len(nl) > 1 and int(np.diff(nl).max()) > MAX_LINE_BYTES // 2:
             raise Unusual("a very long line")
-        places = [scan.find(buf, data, kw, end, self.by[kw]) for kw in KEYWORDS]
+        *places, skip = scan.find_many(buf, data, (*KEYWORDS, _SKIP), end, self.by)
         lines = [np.searchsorted(nl, q) - 1 for q in places]  # the line of each keyword
-        skip = scan.find(buf, data, _SKIP, end, self.by[_SKIP])
         if len(skip):  # the per-line read skips these lines whole, keywords and all ...
             gone = np.unique(np.searchsorted(nl, skip) - 1)
             lines = [li[~np.isin(li, gone)] for li in lines]
@@ -317,6 +316,18 @@ class BulkLlamacpp:
         if len(n) and int(n.max()) > MAX_NAME:
             raise Unusual("a long implementation name")
         at = at.astype(np.int64)
+        nn = n.astype(np.int64)
+        if len(nn) and (nn == nn[0]).all():  # one name on every line (the common case): a
+            w, size, same = words(buf), int(nn[0]), True  # uint64 compare per 8 of its bytes
+            for k in range(0, size, 8):
+                part = w[at + k] & _LOW[min(8, size - k)]
+                same = same and bool((part == part[0]).all())
+            if same:
+                a0 = int(at[0])
+                name = bytes(buf[a0:a0 + size]).decode()
+                if name not in self.names:
+                    self.names.append(name)
+                return np.full(len(nn), float(self.names.index(name)))
         grid = buf[at[:, None] + np.arange(MAX_NAME)]
         grid = np.where(np.arange(MAX_NAME) < n.astype(np.int64)[:, None], grid, 0)
         rows = np.ascontiguousarray(grid).view(f"V{MAX_NAME}").ravel()
@@ -523,23 +534,20 @@ class BulkLlamacpp:
         skey = ev_tok * 4 + drafting
         shapes = acc._shapes
         where: dict[Any, Any] = {}
-        first = {}
-        for i, sk in enumerate(skey.tolist()):
-            if sk not in first:
-                first[sk] = i
-        other = np.zeros(k, bool)
-        for sk in first:
-            mask = skey == sk
+        # the shapes in the order they first occur (a new one is listed while there is room)
+        uniq, first_at, inv = np.unique(skey, return_index=True, return_inverse=True)
+        n_of = np.bincount(inv.ravel(), minlength=len(uniq))
+        for u in np.argsort(first_at, kind="stable").tolist():
+            sk = int(uniq[u])
             kk = (sk // 4, names[sk % 4])
-            sh = shapes.get(kk)
-            if sh is None:
+            if kk not in shapes:
                 if len(shapes) >= MAX_SHAPES:
-                    other |= mask
+                    acc._shapes_other += int(n_of[u])
                     continue
-                sh = shapes[kk] = _Shape()
-            where[kk] = mask
-        acc._shapes_other += int(np.count_nonzero(other))
-        for kk, mask in where.items():
+                shapes[kk] = _Shape()
+            where[kk] = sk
+        for kk, sk in where.items():
+            mask = skey == sk
             sh = shapes[kk]
             sh.n += int(np.count_nonzero(mask))
             figures.extend(sh.decode, decode[mask] / 1.0)

@@ -176,6 +176,18 @@ class Scan:
             ok = (buf[q[:, None] + np.arange(m)] == np.frombuffer(kw, np.uint8)).all(axis=1)
         return q[ok].astype(np.int64)
 
+    def find_many(self, buf: Any, data: Any, kws: tuple[bytes, ...], end: int,
+                  by: dict[bytes, int]) -> list[Any]:
+        """`find` of each of kws, by the byte `by[kw]` of each (`plan`): by the compiled module
+        one memchr pass per byte for all the keywords that share it, each hit checked whole
+        (measured on a llama.cpp block: 3.4 ms for its six keywords, 6.9 ms by memmem
+        keyword by keyword, docs/logs.md)."""
+        run = compiled()
+        if run is None:
+            return [self.find(buf, data, kw, end, by[kw]) for kw in kws]
+        return [np.frombuffer(b, np.int64) for b in
+                run.find_by(data, end, kws, tuple(by[kw] for kw in kws))]
+
     def any_kw(self, data: Any, kws: tuple[bytes, ...], end: int, buf: Any = None) -> bool:
         """Whether any of kws occurs in data[:end] (`data.find(kw, 0, end) >= 0`): memchr
         of the keyword's rarest byte, each hit checked, where that byte is rare in the
