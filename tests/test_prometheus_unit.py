@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 import pytest
 
@@ -226,6 +228,20 @@ def test_trial_window_with_a_restart_inside_is_reset() -> None:
     assert "reset" in w.flags and w.generation_tokens is None
 
 
+def _one_trial(handler: Any, during: Any) -> Any:
+    """An observer of a vLLM whose /metrics is `handler`, over one trial (`during` runs
+    between its marks); its result. The scrape thread waits 60 s: only boundaries scrape."""
+    clock = iter(range(1000))
+    ob = PrometheusObserver("http://engine", "vllm", interval_s=60.0, in_flight=1,
+                            transport=httpx.MockTransport(handler),
+                            clock=lambda: float(next(clock)), wall=lambda: 1e9)
+    ob.start()
+    ob.mark("trial_start:0", 0.0)
+    during()
+    ob.mark("trial_end:0", 0.0)
+    return ob.stop()
+
+
 def test_observer_scrapes_at_marks_and_in_thread() -> None:
     state = {"gen": 0.0, "drafts": 0.0, "acc": 0.0, "n": 0}
 
@@ -235,15 +251,7 @@ def test_observer_scrapes_at_marks_and_in_thread() -> None:
                                                   state["drafts"] * 4, state["acc"],
                                                   (state["acc"], 0, 0, 0)))
 
-    clock = iter(range(1000))
-    ob = PrometheusObserver("http://engine", "vllm", interval_s=60.0, in_flight=1,
-                            transport=httpx.MockTransport(handler),
-                            clock=lambda: float(next(clock)), wall=lambda: 1e9)
-    ob.start()
-    ob.mark("trial_start:0", 0.0)
-    state.update(gen=300.0, drafts=100.0, acc=200.0)
-    ob.mark("trial_end:0", 0.0)
-    res = ob.stop()
+    res = _one_trial(handler, lambda: state.update(gen=300.0, drafts=100.0, acc=200.0))
     scrapes = res.series["prometheus"]["scrapes"]
     assert [s["mark"] for s in scrapes] == ["start", "trial_start:0", "trial_end:0", "stop"]
     assert state["n"] == 4
@@ -266,15 +274,7 @@ def test_a_boundary_scrape_lost_in_transit_is_tried_once_more() -> None:
 
     def run(fail: set[int]) -> tuple[list[str | None], list[EngineWindow], int]:
         state.update(gen=0.0, n=0, fail=fail)
-        clock = iter(range(1000))
-        ob = PrometheusObserver("http://engine", "vllm", interval_s=60.0, in_flight=1,
-                                transport=httpx.MockTransport(handler),
-                                clock=lambda: float(next(clock)), wall=lambda: 1e9)
-        ob.start()
-        ob.mark("trial_start:0", 0.0)
-        state["gen"] = 300.0
-        ob.mark("trial_end:0", 0.0)
-        res = ob.stop()
+        res = _one_trial(handler, lambda: state.update(gen=300.0))
         marks = [s["mark"] for s in res.series["prometheus"]["scrapes"]]
         return marks, res.windows, int(state["n"])  # type: ignore[call-overload]
 
