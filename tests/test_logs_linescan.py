@@ -344,3 +344,32 @@ def test_compiled_match_is_the_numpy_match(seed: int) -> None:
             assert _same(a, b), name
     few = [(name, matched.get(name, 0)) for name, _ in templates if matched.get(name, 0) < 2]
     assert agreed > 10_000 and not few, few
+
+
+@pytest.mark.skipif(linescan._compiled is None, reason="built without a C compiler")
+def test_compiled_module_refuses_what_it_cannot_run() -> None:
+    """Found by review: a start past the buffer (2**63 - 1 overflowed a bound and crashed),
+    a malformed program, a count past 2**53: a ValueError, never a crash."""
+    from decodescope.telemetry.logs import _linescan
+
+    block = b"\nabc 12\n" * 4
+    buf = np.frombuffer(block, np.uint8)
+    t = ((b"lit", b"abc"), (b"sp", None), (b"int", "n"))
+    for start in (2 ** 63 - 1, 2 ** 62, len(block) + 1, -1):
+        with pytest.raises(ValueError):
+            linescan.match_compiled(buf, np.array([start]), len(block), t)
+    assert linescan.match_compiled(buf, np.array([1, 9]), len(block), t)["n"].tolist() == \
+        [12.0, 12.0]
+    prog = linescan._program(t)
+    caps, cur = np.full((1, 1), np.nan), np.empty(1, np.int64)
+    for ops in ([1], [1, 0, 10 ** 6], [2, -1], [2, 2 ** 62], [12, 0, 3, 10 ** 9], [99]):
+        with pytest.raises(ValueError):
+            _linescan.run(block, len(block), np.array([1]), np.array(ops, np.int64),
+                          prog.const_bytes, caps, cur)
+    # a captures' buffer too small for the lines is never written past (nor at all here)
+    assert _linescan.run(block, len(block), np.array([1, 9, 17, 25]), prog.ops,
+                         prog.const_bytes, caps, np.empty(4, np.int64)) is None
+    assert np.isnan(caps).all()
+    for n in (-1, 2 ** 60):
+        with pytest.raises(ValueError):
+            _linescan.welford(np.ones(3), n, 0.0, 0.0)

@@ -35,7 +35,7 @@ typedef struct {
     const int64_t *prog;
     const uint8_t *consts;
     double *caps;
-    Py_ssize_t n, line;
+    Py_ssize_t n, line, slots;
 } Ctx;
 
 static inline int byte_at(const Ctx *x, int64_t i) {
@@ -43,7 +43,7 @@ static inline int byte_at(const Ctx *x, int64_t i) {
 }
 
 static inline int lit_at(const Ctx *x, int64_t c, int64_t off, int64_t len) {
-    if (c < 0 || c + len > x->end) {  /* bytes past the end read as 0 */
+    if (c < 0 || c > x->end - len) {  /* bytes past the end read as 0 (no overflow: c <= end) */
         for (int64_t k = 0; k < len; k++)
             if (byte_at(x, c + k) != x->consts[off + k]) return 0;
         return 1;
@@ -66,7 +66,7 @@ static inline int64_t digits(const Ctx *x, int64_t c, int64_t *value) {
 }
 
 static inline void put(const Ctx *x, int64_t slot, double v) {
-    if (slot >= 0) x->caps[slot * x->n + x->line] = v;
+    if (slot >= 0 && slot < x->slots) x->caps[slot * x->n + x->line] = v;
 }
 
 static const double P10[MAX_DIGITS + 1] = {
@@ -75,6 +75,62 @@ static const int64_t I10[MAX_DIGITS + 1] = {
     1LL, 10LL, 100LL, 1000LL, 10000LL, 100000LL, 1000000LL, 10000000LL, 100000000LL,
     1000000000LL, 10000000000LL, 100000000000LL, 1000000000000LL, 10000000000000LL,
     100000000000000LL, 1000000000000000LL};
+
+/* Whether ops [pc, stop) are well formed: each op's operands inside the program, each
+ * literal inside consts, lengths and counts small (the programs come from
+ * linescan._Program; this keeps a wrong one from reading past its buffers). */
+static int check_lit(const int64_t *p, int64_t q, Py_ssize_t nconst) {
+    return p[q] >= 0 && p[q + 1] >= 0 && p[q + 1] <= 4096 && p[q] + p[q + 1] <= nconst;
+}
+
+static int check_prog(const int64_t *p, int64_t pc, int64_t stop, Py_ssize_t nconst) {
+    while (pc < stop) {
+        int64_t op = p[pc], need;
+        switch (op) {
+        case OP_LIT: need = 3; break;
+        case OP_ALT: case OP_END:
+            need = pc + 1 < stop && p[pc + 1] >= 0 && p[pc + 1] <= 256 ? 2 + 2 * p[pc + 1] : 0;
+            break;
+        case OP_WHICH:
+            need = pc + 2 < stop && p[pc + 2] >= 0 && p[pc + 2] <= 256 ? 3 + 2 * p[pc + 2] : 0;
+            break;
+        case OP_INT: case OP_DEC: case OP_FDEC: need = 2; break;
+        case OP_FIX: need = 3; break;
+        case OP_SP: case OP_SP0: need = 1; break;
+        case OP_SET: need = 7; break;
+        case OP_OPT:
+            need = pc + 3 < stop && p[pc + 3] >= 0 && p[pc + 3] <= stop - pc ? 4 + p[pc + 3] : 0;
+            break;
+        default: return 0;
+        }
+        if (need < 1 || need > stop - pc) return 0;
+        switch (op) {
+        case OP_LIT:
+            if (!check_lit(p, pc + 1, nconst)) return 0;
+            break;
+        case OP_ALT: case OP_END: case OP_WHICH: {
+            int64_t q = op == OP_WHICH ? pc + 3 : pc + 2;
+            for (; q < pc + need; q += 2)
+                if (!check_lit(p, q, nconst)) return 0;
+            break;
+        }
+        case OP_FIX:
+            if (p[pc + 1] < 0 || p[pc + 1] > MAX_DIGITS) return 0;
+            break;
+        case OP_SET:
+            if (!check_lit(p, pc + 1, nconst) || p[pc + 3] < 0 || p[pc + 3] > SET_MAX ||
+                p[pc + 4] < 0 || p[pc + 4] > SET_MAX)
+                return 0;
+            break;
+        case OP_OPT:
+            if (!check_lit(p, pc + 1, nconst) || !check_prog(p, pc + 4, pc + need, nconst))
+                return 0;
+            break;
+        }
+        pc += need;
+    }
+    return 1;
+}
 
 /* Run ops [pc, stop) from *c; NULL when the line matches, else the reason. */
 static const char *run_ops(const Ctx *x, int64_t pc, int64_t stop, int64_t *c) {
@@ -201,9 +257,20 @@ static PyObject *run(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "linescan: bad buffer sizes");
         goto done;
     }
-    Ctx x = {(const uint8_t *)buf.buf, end, (const int64_t *)prog.buf,
-             (const uint8_t *)consts.buf, (double *)caps.buf, n, 0};
     const int64_t *st = (const int64_t *)starts.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (st[i] < 0 || st[i] > end) {  /* a template starts inside the block's lines */
+            PyErr_SetString(PyExc_ValueError, "linescan: a start outside the buffer");
+            goto done;
+        }
+    }
+    if (!check_prog((const int64_t *)prog.buf, 0, plen, consts.len)) {
+        PyErr_SetString(PyExc_ValueError, "linescan: a malformed template program");
+        goto done;
+    }
+    Ctx x = {(const uint8_t *)buf.buf, end, (const int64_t *)prog.buf,
+             (const uint8_t *)consts.buf, (double *)caps.buf, n, 0,
+             n ? caps.len / (Py_ssize_t)sizeof(double) / n : 0};
     int64_t *cur = (int64_t *)cursor.buf;
     const char *why = NULL;
     Py_BEGIN_ALLOW_THREADS
@@ -239,6 +306,11 @@ static PyObject *welford(PyObject *self, PyObject *args) {
     double mean, m2;
     (void)self;
     if (!PyArg_ParseTuple(args, "y*Ldd", &xs, &n, &mean, &m2)) return NULL;
+    if (n < 0 || n > (1LL << 53) || xs.len / (Py_ssize_t)sizeof(double) > (1LL << 53) - n) {
+        PyBuffer_Release(&xs);  /* counts past 2**53 are not exact doubles */
+        PyErr_SetString(PyExc_ValueError, "welford: a count outside 0..2**53");
+        return NULL;
+    }
     const double *v = (const double *)xs.buf;
     Py_ssize_t len = xs.len / (Py_ssize_t)sizeof(double);
     Py_BEGIN_ALLOW_THREADS
