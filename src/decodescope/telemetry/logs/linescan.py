@@ -371,6 +371,15 @@ def compiled() -> Any:
     return None if _PURE else _compiled
 
 
+def numpy_only_because() -> str | None:
+    """Why the log reader runs without its compiled parts (None: it runs with them)."""
+    if _PURE:
+        return "DECODESCOPE_PURE_NUMPY is set"
+    if _compiled is None:
+        return "its C module was not built (no C compiler when decodescope was installed)"
+    return None
+
+
 _OP = {b"lit": 1, b"alt": 2, b"end": 3, b"which": 4, b"int": 5, b"dec": 6, b"fdec": 7,
        b"fix": 8, b"sp": 9, b"sp0": 10, b"set": 11, b"opt": 12}
 
