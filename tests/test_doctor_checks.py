@@ -127,6 +127,9 @@ def test_doctor_says_how_the_log_reader_runs(tmp_path: Path,
     found = codes(run_doctor(log_path=str(log), check_timers=False).findings)
     assert "not built" in found["log.reader_numpy"].cause and "log.reader" not in found
     assert "C compiler" in (found["log.reader_numpy"].remedy or "")
+    monkeypatch.setattr(linescan, "_STALE", True)
+    found = codes(run_doctor(log_path=str(log), check_timers=False).findings)
+    assert "other sources" in found["log.reader_numpy"].cause
     assert "log.reader" not in codes(run_doctor(check_timers=False).findings)  # no --log
 
 

@@ -373,3 +373,16 @@ def test_compiled_module_refuses_what_it_cannot_run() -> None:
     for n in (-1, 2 ** 60):
         with pytest.raises(ValueError):
             _linescan.welford(np.ones(3), n, 0.0, 0.0)
+
+
+def test_a_module_built_from_other_sources_is_left_unused() -> None:
+    """An editable install whose C file changed but was not rebuilt: the old module (another
+    API number, or none) is not called; numpy reads, and doctor can say why."""
+    import types
+
+    assert linescan.usable(None) == (None, False)
+    old = types.SimpleNamespace(run=lambda *a: None)  # no API constant: before API existed
+    assert linescan.usable(old) == (None, True)
+    assert linescan.usable(types.SimpleNamespace(API=linescan.API + 1)) == (None, True)
+    good = types.SimpleNamespace(API=linescan.API)
+    assert linescan.usable(good) == (good, False)

@@ -492,4 +492,15 @@ static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_linescan",
                                     "linescan.match compiled (see linescan.py).", -1, METHODS,
                                     NULL, NULL, NULL, NULL};
 
-PyMODINIT_FUNC PyInit__linescan(void) { return PyModule_Create(&MODULE); }
+/* The functions and argument layouts this build has; linescan.py uses the module only when
+ * this is the number it expects (a module built from older sources is left unused). */
+#define API 1
+
+PyMODINIT_FUNC PyInit__linescan(void) {
+    PyObject *m = PyModule_Create(&MODULE);
+    if (m != NULL && PyModule_AddIntConstant(m, "API", API) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

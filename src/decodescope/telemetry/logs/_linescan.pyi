@@ -1,6 +1,8 @@
 # The compiled module (_linescan.c): linescan.match run line by line in C.
 from typing import Any
 
+API: int
+
 def run(buf: Any, end: int, starts: Any, prog: Any, consts: bytes, caps: Any,
         cursor: Any) -> str | None: ...
 def welford(xs: Any, n: int, mean: float, m2: float) -> tuple[float, float]: ...

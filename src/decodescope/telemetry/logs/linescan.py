@@ -352,11 +352,24 @@ def match_numpy(buf: Any, at: Any, end: int, template: Template,
 
 # --- the compiled run (_linescan.c) -------------------------------------------------------
 
-_compiled: Any
+API = 1  # the compiled module's API (its `API` constant) this code calls
+
+
+def usable(module: Any) -> tuple[Any, bool]:
+    """(the module, or None where it cannot be used; whether it is stale: built from other
+    sources, as an editable install whose C file changed and was not rebuilt)."""
+    if module is None:
+        return None, False
+    if getattr(module, "API", None) != API:
+        return None, True
+    return module, False
+
+
 try:
-    from decodescope.telemetry.logs import _linescan as _compiled
+    from decodescope.telemetry.logs import _linescan as _built
 except ImportError:  # built without a C compiler: numpy runs every template
-    _compiled = None
+    _built = None  # type: ignore[assignment]
+_compiled, _STALE = usable(_built)
 # DECODESCOPE_PURE_NUMPY=1: numpy only (the bench's comparison, a check of the C module)
 _PURE = os.environ.get("DECODESCOPE_PURE_NUMPY", "") not in ("", "0")
 
@@ -375,6 +388,9 @@ def numpy_only_because() -> str | None:
     """Why the log reader runs without its compiled parts (None: it runs with them)."""
     if _PURE:
         return "DECODESCOPE_PURE_NUMPY is set"
+    if _STALE:
+        return ("its C module was built from other sources (reinstall: pip install -e . "
+                "rebuilds it)")
     if _compiled is None:
         return "its C module was not built (no C compiler when decodescope was installed)"
     return None
