@@ -317,7 +317,7 @@ def _llamacpp_floor(path: Path) -> None:
 
     from decodescope.telemetry.logs import bulk_llamacpp as bl
     from decodescope.telemetry.logs.accumulate import LogAccumulator
-    from decodescope.telemetry.logs.linescan import Scan, compiled, places_of
+    from decodescope.telemetry.logs.linescan import Scan, compiled
     from decodescope.telemetry.logs.parse_counts import ParseCounts
 
     def blocks() -> Iterable[bytearray]:
@@ -332,9 +332,7 @@ def _llamacpp_floor(path: Path) -> None:
                 scan = Scan(buf)
                 by = scan.plan((*bl.KEYWORDS, bl._SKIP))
             assert by is not None
-            run = compiled()  # as the read: memchr / memmem (_linescan.c) or numpy
-            nl = places_of(run, d, len(d), b"\n") if run is not None else \
-                np.flatnonzero(buf == 10)
+            nl = scan.find(buf, d, b"\n", len(d))  # as the read: memchr or numpy
             found = scan.find_many(buf, d, bl.KEYWORDS, len(d), by)
             if templates:
                 li = np.concatenate([np.searchsorted(nl, q) - 1 for q in found])

@@ -52,9 +52,7 @@ from decodescope.telemetry.logs.linescan import (
     Unusual,
     _nondigit,
     _zero_bytes,
-    compiled,
     match,
-    places_of,
     words,
 )
 from decodescope.telemetry.logs.llamacpp import LDraft, LlamacppAssembler, LRelease, LStats, LTime
@@ -138,7 +136,6 @@ class BulkLlamacpp:
         self.kept_stats: dict[str, LStats] = {}  # _last_stats before the oldest kept
         self.last_stats: dict[int, tuple[int, int, int]] = {}  # impl id -> (gd, gt, at)
         self.spans: Any = np.empty((0, 2))  # the last OVERLAP_KEPT requests' (start, end)
-        self._mask = np.empty(0, bool)
 
     def block(self, data: Buf, end: int, final: bool) -> int:
         """The whole lines of data[:end]; `data[0]` is the newline before the first."""
@@ -153,13 +150,7 @@ class BulkLlamacpp:
             raise Unusual("another engine's line")
         if data.find(b"\x1b", 0, end) >= 0:  # the per-line read strips ANSI codes first: a
             raise Unusual("an ANSI code")  # code inside a number or a keyword reads otherwise
-        run = compiled()
-        if run is not None:
-            nl = places_of(run, data, end, b"\n")
-        else:
-            if len(self._mask) < end:
-                self._mask = np.empty(end, bool)
-            nl = np.flatnonzero(np.equal(buf[:end], 10, out=self._mask[:end]))
+        nl = scan.find(buf, data, b"\n", end)  # memchr, or one numpy compare
         if len(nl) > 1 and int(np.diff(nl).max()) > MAX_LINE_BYTES // 2:
             raise Unusual("a very long line")
         *places, skip = scan.find_many(buf, data, (*KEYWORDS, _SKIP), end, self.by)

@@ -123,12 +123,13 @@ class Scan:
         `bytes.find` from place to place. The keywords have no border (no overlapping
         places) or, where they have, a line with two overlapping places is of another shape
         for its template either way."""
-        (r, nr, nk), m = self.rare(kw), len(kw)
+        m = len(kw)
         if end < m:
             return np.empty(0, np.int64)
         run = compiled()
         if run is not None:  # memchr / memmem from place to place (_linescan.c)
             return places_of(run, data, end, kw)
+        r, nr, nk = self.rare(kw)
         if at is not None:  # a byte the search of another keyword compares too (plan)
             r = at
         elif nr > len(self.sample) // DENSE and nr > 2 * nk + 64:
@@ -372,6 +373,7 @@ except ImportError:  # built without a C compiler: numpy runs every template
 _compiled, _STALE = usable(_built)
 # DECODESCOPE_PURE_NUMPY=1: numpy only (the bench's comparison, a check of the C module)
 _PURE = os.environ.get("DECODESCOPE_PURE_NUMPY", "") not in ("", "0")
+
 
 def places_of(run: Any, data: Any, end: int, kw: bytes) -> Any:
     """Every place (int64, ascending) where kw lies whole in data[:end], by the compiled
