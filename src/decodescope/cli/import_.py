@@ -17,8 +17,9 @@ import click
 from decodescope.cli.common import emit, store_option
 from decodescope.cli.probe import parse_labels
 from decodescope.console import json_option
+from decodescope.peers import ELEMENTS, decode_from
 from decodescope.store.db import Store
-from decodescope.store.peer_import import ELEMENTS, import_files
+from decodescope.store.peer_import import import_files
 
 
 @click.command("import")
@@ -52,12 +53,6 @@ def command(files: tuple[str, ...], labels: tuple[str, ...], tool_version: str |
     return 0
 
 
-# Where each tool's per-request decode rate comes from (docs/peers.md)
-DECODE_FROM = {"vllm bench serve": "1 / median TPOT", "sglang bench_serving": "1 / median TPOT",
-               "aiperf": "median output token throughput per user",
-               "inference-perf": "1 / median time per output token"}
-
-
 class _Result:
     def __init__(self, d: dict[str, Any]):
         self.d = d
@@ -71,7 +66,7 @@ def _render(r: _Result) -> str:
     lines = [f"stored run {d['run_id']}: {len(d['files'])} file(s) from {d['tool']} "
              f"{d['tool_version'] or '(version unknown: --tool-version)'}, one trial each"]
     rates = [t.get("decode_rate") for t in d["trials"]]
-    lines.append(f"decode rate per request ({DECODE_FROM.get(d['tool'], 'median')}): "
+    lines.append(f"decode rate per request ({decode_from(d['tool'])}): "
                  + ", ".join(f"{x:.1f} tok/s" if x is not None else "-" for x in rates))
     lines.append("caliber elements:")
     width = max(len(k) for k in ELEMENTS)

@@ -1,4 +1,4 @@
-"""Same caliber? when a side is a peer's imported result (store/peer_import.py).
+"""Same caliber? when a side is a peer's imported result (decodescope.peers, stored by store/peer_import.py).
 
 An imported run carries the caliber elements its file recorded and "unknown" for the rest. A
 probe side's elements come from its caliber and what it realized. Compared element by element:

@@ -286,7 +286,7 @@ def side_from_runs(runs: Sequence[StoredRun], name: str | None = None) -> Side:
     source = f"{label}: probe, {when}" + (f", label {lab}" if lab else "")
     from decodescope.verdict.imported import imported_label, run_elements
 
-    imported = imported_label(first)  # a peer's result file (store/peer_import.py)
+    imported = imported_label(first)  # a peer's result file (decodescope.peers, stored by store/peer_import.py)
     if imported:
         source = f"{label}: imported from {imported}, {when}" + (f", label {lab}" if lab else "")
     if first.simulated:

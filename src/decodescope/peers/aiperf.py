@@ -1,120 +1,43 @@
-"""Result files of peers other than `vllm bench serve` (peer_import.py reads that one):
-SGLang `bench_serving --output-file` JSONL, AIPerf `profile_export_aiperf.json` and its CSV,
-and inference-perf's lifecycle reports (peer_inference_perf.py).
-
-Each parser gives a `Parsed` or None when the file is not its format. Elements a file does not
-carry stay None (unknown).
+"""AIPerf `profile_export_aiperf.json` (metrics by tag and the `input_config` it ran under) and
+its `profile_export_aiperf.csv` (metrics only: no configuration).
 """
 
 from __future__ import annotations
 
 import csv
 import io
-import json
 from datetime import datetime
 from typing import Any
 
-from decodescope.store import peer_inference_perf
-from decodescope.store.peer_import import ELEMENTS, Parsed, _fmt, _ms_to_rate, _num, _rate, _span
+from decodescope.peers.common import (
+    ELEMENTS,
+    Parsed,
+    Source,
+    as_dict,
+    fmt,
+    ms_to_rate,
+    num,
+    rate_of,
+    span,
+)
+
+TOOL = "aiperf"
+DECODE_FROM = "median output token throughput per user"
+FILES = "an AIPerf profile_export_aiperf.json (or .csv)"
 
 
-def parse(raw: bytes, doc: Any, path: str) -> Parsed | None:
-    if doc is None:
-        text = raw.decode("utf-8", "replace")
+def parse(src: Source) -> list[Parsed] | None:
+    if src.doc is None:
+        text = src.text
         if text.lstrip("\ufeff").startswith("Metric,avg,"):
-            return parse_aiperf_csv(text)
-        lines = [ln for ln in text.splitlines() if ln.strip()]
-        try:
-            rows = [json.loads(ln) for ln in lines]
-        except ValueError:
-            return None
-        if rows and all(isinstance(r, dict) for r in rows) and is_sglang(rows[-1]):
-            notes = ([f"{len(rows)} results in the file (bench_serving appends): the last one "
-                      "is imported"] if len(rows) > 1 else [])
-            return parse_sglang(rows[-1], notes)
+            got = parse_aiperf_csv(text)
+            return [got] if got is not None else None
         return None
-    if not isinstance(doc, dict):
-        return None
-    if is_sglang(doc):
-        return parse_sglang(doc, [])
-    if is_aiperf(doc):
-        return parse_aiperf(doc)
-    if peer_inference_perf.is_lifecycle_report(doc):
-        return peer_inference_perf.parse(doc, path)
+    if isinstance(src.doc, dict) and is_aiperf(src.doc):
+        return [parse_aiperf(src.doc)]
     return None
 
 
-# -- SGLang bench_serving ----------------------------------------------------------------------
-def is_sglang(d: dict[str, Any]) -> bool:
-    return "median_itl_ms" in d and "total_output_tokens_retokenized" in d
-
-
-_SGLANG_ENDPOINT = {"vllm": "completions", "sglang-oai": "completions", "lmdeploy": "completions",
-                    "sglang": "sglang /generate", "sglang-native": "sglang /generate"}
-
-
-def parse_sglang(d: dict[str, Any], notes: list[str]) -> Parsed:
-    """One result line of `python -m sglang.bench_serving --output-file F` (SGLang 0.5.23:
-    backend, dataset_name, request_rate (JSON `Infinity` when inf), max_concurrency,
-    random_input_len, random_output_len, random_range_ratio, completed, total_*_tokens, *_ms).
-    It records neither the model, the number of prompts asked for, the sampling nor
-    --disable-ignore-eos / --extra-request-body: those stay unknown."""
-    completed = _num(d.get("completed"))
-    tin, tout = _num(d.get("total_input_tokens")), _num(d.get("total_output_tokens"))
-    backend = str(d.get("backend") or "")
-    rate = _rate(d.get("request_rate"))
-    maxc = _num(d.get("max_concurrency"))
-    ds = d.get("dataset_name")
-    ratio = _num(d.get("random_range_ratio"))
-    dist_in = max_tokens = None
-    if ds in ("random", "random-ids") and ratio is not None:
-        # each request's lengths drawn as integers in [int(ratio × len), len]; its max_tokens
-        # is its drawn output length
-        ri, ro = _num(d.get("random_input_len")), _num(d.get("random_output_len"))
-        dist_in = (f"uniform {int(ratio * ri)}–{ri:g}" if ratio < 1 else f"fixed {ri:g}") if ri else None
-        max_tokens = (f"uniform {int(ratio * ro)}–{ro:g}" if ratio < 1 else f"{ro:g}") if ro else None
-    elif ds == "sharegpt":
-        max_tokens = _fmt(d.get("sharegpt_output_len"))
-    maxc_s = _fmt(int(maxc)) if maxc is not None else (
-        "all requests at once" if rate == "inf" else ("no cap" if rate is not None else None))
-    elements: dict[str, str | None] = {
-        "model": _fmt(d.get("model_id") or d.get("model")),
-        "endpoint": ("chat" if backend.endswith("-chat") else _SGLANG_ENDPOINT.get(backend)),
-        "dataset": _fmt(ds),
-        "dataset sha256": None,
-        "input tokens (mean)": _fmt(round(tin / completed, 1)) if (tin and completed) else None,
-        "input length distribution": dist_in,
-        "output max_tokens": max_tokens,
-        "output tokens (mean)": _fmt(round(tout / completed, 1)) if (tout and completed) else None,
-        "output length distribution": None,  # only totals in the file
-        "ignore_eos": None, "temperature": None, "top_p": None, "top_k": None,
-        "concurrency": maxc_s,
-        "request rate": rate,
-        # finite rates are a Poisson process (its --help): burstiness 1
-        "burstiness": "-" if rate == "inf" else ("1" if rate is not None else None),
-        "requests per trial": _fmt(int(n)) if (n := _num(d.get("num_prompts"))) else None,
-    }
-    trial = {"idx": 0, "status": "ok", "requests": int(completed) if completed else None,
-             "decode_rate": _ms_to_rate(d.get("median_tpot_ms") or d.get("median_itl_ms")),
-             "ttft_s": (_num(d.get("median_ttft_ms")) or 0) / 1000.0
-             if _num(d.get("median_ttft_ms")) is not None else None,
-             "output_tokens": tout / completed if (tout and completed) else None,
-             "prompt_tokens": tin / completed if (tin and completed) else None,
-             "wall_rate": _num(d.get("output_throughput")),
-             "aggregate_rate": _num(d.get("output_throughput")),
-             "request_throughput": _num(d.get("request_throughput")),
-             "engine_mal": _num(d.get("accept_length"))}
-    if d.get("median_tpot_ms") is None:
-        notes = [*notes, "no median TPOT in the file: decode rate from the median ITL"]
-    missing = [k for k, v in (("the model", elements["model"]),
-                              ("the number of prompts", elements["requests per trial"])) if v is None]
-    notes = [*notes, "not in bench_serving's file, so unknown: " + ", ".join(missing + [
-        "ignore_eos (--disable-ignore-eos)", "the sampling (--temperature, "
-        "--extra-request-body)"])]
-    return Parsed("sglang bench_serving", None, elements, trial, notes)
-
-
-# -- AIPerf ------------------------------------------------------------------------------------
 def is_aiperf(d: dict[str, Any]) -> bool:
     return ("input_config" in d or "records" in d or "aiperf_version" in d) and any(
         k in d for k in ("output_token_throughput_per_user", "inter_token_latency", "records"))
@@ -125,7 +48,7 @@ def _metric(d: dict[str, Any], name: str, stat: str = "avg") -> float | None:
     if m is None and isinstance(d.get("records"), dict):
         m = d["records"].get(name)
     if isinstance(m, dict):
-        return _num(m.get(stat))
+        return num(m.get(stat))
     return None
 
 
@@ -137,14 +60,10 @@ def _get(d: Any, *path: str) -> Any:
     return d
 
 
-def _dict(v: Any) -> dict[str, Any]:
-    return v if isinstance(v, dict) else {}
-
-
 def _normal(dist: dict[str, Any]) -> str | None:
     """AIPerf's --isl / --osl: a normal distribution; stddev 0 (its default, left out of the
     file) is one length."""
-    mean, sd = _num(dist.get("mean")), _num(dist.get("stddev")) or 0.0
+    mean, sd = num(dist.get("mean")), num(dist.get("stddev")) or 0.0
     if mean is None:
         return None
     return f"fixed {mean:g}" if sd == 0 else f"normal mean {mean:g}, sd {sd:g}"
@@ -157,8 +76,8 @@ def parse_aiperf(d: dict[str, Any]) -> Parsed:
     concurrency | poisson | gamma | constant, `requests`, `concurrency`, `rate`, `smoothness`);
     keys at their default are left out. Older layouts (`endpoint.model_names`,
     `input.prompt.*_tokens`, `loadgen`) are read where 0.13's keys are absent."""
-    cfg = _dict(d.get("input_config"))
-    ep = _dict(cfg.get("endpoint"))
+    cfg = as_dict(d.get("input_config"))
+    ep = as_dict(cfg.get("endpoint"))
     notes: list[str] = []
     items = _get(cfg, "models", "items")
     models = ([m.get("name") for m in items if isinstance(m, dict)] if isinstance(items, list)
@@ -168,17 +87,17 @@ def parse_aiperf(d: dict[str, Any]) -> Parsed:
     phases = [x for x in cfg.get("phases") or [] if isinstance(x, dict)]
     phase = next((x for x in phases if x.get("kind") == "profiling" or x.get("name") == "profiling"),
                  {})
-    loadgen = _dict(cfg.get("loadgen"))
-    prompt = _dict(_get(cfg, "input", "prompt"))
-    isl = _dict(_get(ds, "prompts", "isl")) or _dict(prompt.get("input_tokens"))
-    osl = _dict(_get(ds, "prompts", "osl")) or _dict(prompt.get("output_tokens"))
+    loadgen = as_dict(cfg.get("loadgen"))
+    prompt = as_dict(_get(cfg, "input", "prompt"))
+    isl = as_dict(_get(ds, "prompts", "isl")) or as_dict(prompt.get("input_tokens"))
+    osl = as_dict(_get(ds, "prompts", "osl")) or as_dict(prompt.get("output_tokens"))
     extra = ep.get("extra") if isinstance(ep.get("extra"), dict) else _get(cfg, "input", "extra")
     if isinstance(extra, list):  # older: [[key, value], ...]
         extra = {str(x[0]): x[1] for x in extra if isinstance(x, (list, tuple)) and len(x) == 2}
-    extra = _dict(extra)
+    extra = as_dict(extra)
     etype = str(ep.get("type") or "")
     dtype = ds.get("type") or ("synthetic" if isl else None)
-    dataset = _fmt(ds.get("path") or ds.get("file") or _get(cfg, "input", "file")
+    dataset = fmt(ds.get("path") or ds.get("file") or _get(cfg, "input", "file")
                    or _get(cfg, "input", "public_dataset") or dtype)
 
     ptype = phase.get("type") or ("concurrency" if loadgen.get("concurrency") is not None
@@ -190,39 +109,39 @@ def parse_aiperf(d: dict[str, Any]) -> Parsed:
     if ptype == "concurrency":  # a new request as soon as one ends: no arrival rate
         rate, burst = "inf", "-"
     else:
-        rate = _rate(rate_v)
+        rate = rate_of(rate_v)
         mode = ptype or loadgen.get("request_rate_mode")
         burst = ("1" if mode == "poisson" else "constant" if mode == "constant" else
-                 _fmt(_num(phase.get("smoothness"))) if mode == "gamma" else None)
+                 fmt(num(phase.get("smoothness"))) if mode == "gamma" else None)
         if mode == "gamma" and burst is None:
             notes.append("gamma arrivals without a smoothness in the file: burstiness unknown")
     osl_desc = _normal(osl)
     requests = phase.get("requests", loadgen.get("request_count"))
     elements: dict[str, str | None] = {
-        "model": _fmt(models[0]) if models else None,
+        "model": fmt(models[0]) if models else None,
         "endpoint": "chat" if etype == "chat" else "completions" if etype == "completions" else None,
         "dataset": dataset,
         "dataset sha256": None,
-        "input tokens (mean)": _fmt(_metric(d, "input_sequence_length")),
+        "input tokens (mean)": fmt(_metric(d, "input_sequence_length")),
         # synthetic: the lengths asked for (one workload across files); else what was sent
-        "input length distribution": _normal(isl) if dtype == "synthetic" else _span(
+        "input length distribution": _normal(isl) if dtype == "synthetic" else span(
             _metric(d, "input_sequence_length", "min"), _metric(d, "input_sequence_length", "max"),
             _metric(d, "input_sequence_length", "p50")),
         # AIPerf sends --osl as max_completion_tokens, drawn per request when it has a stddev
         "output max_tokens": (osl_desc.removeprefix("fixed ") if osl_desc else None),
-        "output tokens (mean)": _fmt(_metric(d, "output_sequence_length")),
-        "output length distribution": _span(_metric(d, "output_sequence_length", "min"),
+        "output tokens (mean)": fmt(_metric(d, "output_sequence_length")),
+        "output length distribution": span(_metric(d, "output_sequence_length", "min"),
                                             _metric(d, "output_sequence_length", "max"),
                                             _metric(d, "output_sequence_length", "p50")),
-        "ignore_eos": _fmt(extra["ignore_eos"]) if "ignore_eos" in extra else None,
-        "temperature": _fmt(extra["temperature"]) if "temperature" in extra else None,
-        "top_p": _fmt(extra["top_p"]) if "top_p" in extra else None,
-        "top_k": _fmt(extra["top_k"]) if "top_k" in extra else None,
-        "concurrency": (_fmt(conc) if conc is not None else
+        "ignore_eos": fmt(extra["ignore_eos"]) if "ignore_eos" in extra else None,
+        "temperature": fmt(extra["temperature"]) if "temperature" in extra else None,
+        "top_p": fmt(extra["top_p"]) if "top_p" in extra else None,
+        "top_k": fmt(extra["top_k"]) if "top_k" in extra else None,
+        "concurrency": (fmt(conc) if conc is not None else
                         "no cap" if rate not in (None, "inf") else None),
         "request rate": rate,
         "burstiness": burst,
-        "requests per trial": _fmt(requests) if requests else None,
+        "requests per trial": fmt(requests) if requests else None,
     }
     if ep.get("streaming") is False:
         notes.append("AIPerf ran without --streaming: no per-token timing, no decode rate")
@@ -232,7 +151,7 @@ def parse_aiperf(d: dict[str, Any]) -> Parsed:
     trial = _aiperf_trial(lambda name, stat="avg": _metric(d, name, stat))
     errors = d.get("error_summary")
     if isinstance(errors, list):
-        trial["failed"] = float(sum(_num(e.get("count")) or 0 for e in errors
+        trial["failed"] = float(sum(num(e.get("count")) or 0 for e in errors
                                     if isinstance(e, dict)))
     version = d.get("aiperf_version") or d.get("version")
     url = next(iter(ep.get("urls") or []), None) or ep.get("url")
@@ -248,7 +167,7 @@ def _aiperf_trial(metric: Any) -> dict[str, Any]:
     done = metric("completed_request_count") or metric("request_count")
     return {"idx": 0, "status": "ok", "requests": int(done) if done else None,
             # per request: AIPerf's (OSL − 1) / (latency − TTFT), its median over requests
-            "decode_rate": per_user if per_user is not None else _ms_to_rate(
+            "decode_rate": per_user if per_user is not None else ms_to_rate(
                 metric("inter_token_latency", "p50")),
             "ttft_s": ttft / 1000.0 if ttft is not None else None,
             "output_tokens": metric("output_sequence_length"),
@@ -285,7 +204,7 @@ def parse_aiperf_csv(text: str) -> Parsed | None:
             continue
         tag = _CSV_TAGS.get(row[0])
         if tag and header:
-            metrics[tag] = {h: _csv_num(v) for h, v in zip(header[1:], row[1:], strict=False)}
+            metrics[tag] = {h: _csvnum(v) for h, v in zip(header[1:], row[1:], strict=False)}
     if "output_sequence_length" not in metrics and "output_token_throughput_per_user" not in metrics:
         return None
 
@@ -294,9 +213,9 @@ def parse_aiperf_csv(text: str) -> Parsed | None:
 
     elements: dict[str, str | None] = dict.fromkeys(ELEMENTS)
     elements |= {
-        "input tokens (mean)": _fmt(metric("input_sequence_length")),
-        "output tokens (mean)": _fmt(metric("output_sequence_length")),
-        "output length distribution": _span(metric("output_sequence_length", "min"),
+        "input tokens (mean)": fmt(metric("input_sequence_length")),
+        "output tokens (mean)": fmt(metric("output_sequence_length")),
+        "output length distribution": span(metric("output_sequence_length", "min"),
                                             metric("output_sequence_length", "max"),
                                             metric("output_sequence_length", "p50")),
     }
@@ -305,9 +224,9 @@ def parse_aiperf_csv(text: str) -> Parsed | None:
     return Parsed("aiperf", None, elements, _aiperf_trial(metric), notes)
 
 
-def _csv_num(v: str) -> float | None:
+def _csvnum(v: str) -> float | None:
     try:
-        return _num(float(v.replace(",", ""))) if v.strip() else None
+        return num(float(v.replace(",", ""))) if v.strip() else None
     except ValueError:
         return None
 
