@@ -7,7 +7,10 @@ the file). To add a tool: write its module beside these, using `peers.common`, a
 `READERS` (the order they are tried in: the first that recognises a file reads it).
 
 `read_file(path)` reads one file with the first reader that recognises it: one `PeerResult` per
-result in the file (appended results: one each).
+result in the file (appended results: one each). Every number passes one contract: the reader
+reads each field through `common.Fields` (type, sign, range; a bad value withheld with a note
+naming the file, the field and the value), and `common.check_trial` checks the trial it made
+once more, whatever the reader did.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from types import ModuleType
 
 from decodescope.errors import UsageError
 from decodescope.peers import aiperf, inference_perf, sglang_bench, vllm_bench
-from decodescope.peers.common import ELEMENTS, Parsed, PeerResult, Source
+from decodescope.peers.common import ELEMENTS, Parsed, PeerResult, Source, check_trial
 
 __all__ = ["ELEMENTS", "READERS", "Parsed", "PeerResult", "Source", "decode_from", "read_file"]
 
@@ -46,9 +49,13 @@ def read_file(path: str) -> list[PeerResult]:
         found: list[Parsed] | None = reader.parse(src)
         if found:
             many = len(found) > 1
-            return [PeerResult(f.tool, f.version, path, sha, f.elements, f.trial,
-                               started_at=f.started_at, url=f.url, notes=f.notes,
-                               line=i + 1 if many else None)
-                    for i, f in enumerate(found)]
+            out = []
+            for i, f in enumerate(found):
+                line = i + 1 if many else None
+                trial, withheld = check_trial(f.trial, path + (f" line {line}" if line else ""))
+                out.append(PeerResult(f.tool, f.version, path, sha, f.elements, trial,
+                                      started_at=f.started_at, url=f.url,
+                                      notes=[*f.notes, *withheld], line=line))
+            return out
     raise UsageError(f"{path} is not a result file decodescope can import", where="import",
                      remedy="Give " + ", ".join(str(m.FILES) for m in READERS))

@@ -11,6 +11,8 @@ from typing import Any
 
 from decodescope.peers.common import (
     ELEMENTS,
+    MAX_DECODE_RATE,
+    Fields,
     Parsed,
     Source,
     as_dict,
@@ -34,7 +36,7 @@ def parse(src: Source) -> list[Parsed] | None:
             return [got] if got is not None else None
         return None
     if isinstance(src.doc, dict) and is_aiperf(src.doc):
-        return [parse_aiperf(src.doc)]
+        return [parse_aiperf(src.doc, src.path)]
     return None
 
 
@@ -43,13 +45,11 @@ def is_aiperf(d: dict[str, Any]) -> bool:
         k in d for k in ("output_token_throughput_per_user", "inter_token_latency", "records"))
 
 
-def _metric(d: dict[str, Any], name: str, stat: str = "avg") -> float | None:
-    m = d.get(name)
-    if m is None and isinstance(d.get("records"), dict):
-        m = d["records"].get(name)
-    if isinstance(m, dict):
-        return num(m.get(stat))
-    return None
+def _tag(d: dict[str, Any], name: str) -> tuple[str, ...]:
+    """Where a metric's stats are: at the top (0.13) or under `records` (older)."""
+    if d.get(name) is None and isinstance(d.get("records"), dict):
+        return ("records", name)
+    return (name,)
 
 
 def _get(d: Any, *path: str) -> Any:
@@ -69,7 +69,7 @@ def _normal(dist: dict[str, Any]) -> str | None:
     return f"fixed {mean:g}" if sd == 0 else f"normal mean {mean:g}, sd {sd:g}"
 
 
-def parse_aiperf(d: dict[str, Any]) -> Parsed:
+def parse_aiperf(d: dict[str, Any], path: str = "-") -> Parsed:
     """`profile_export_aiperf.json`: metrics by tag ({"avg", "p50", ..., "unit"}) and the
     `input_config` it ran under. AIPerf 0.13 (schema 1.4): `models.items[].name`,
     `endpoint.{type, urls, streaming, extra}`, `datasets[].prompts.{isl, osl}`, `phases[]` (type
@@ -79,6 +79,11 @@ def parse_aiperf(d: dict[str, Any]) -> Parsed:
     cfg = as_dict(d.get("input_config"))
     ep = as_dict(cfg.get("endpoint"))
     notes: list[str] = []
+    f = Fields(d, path)
+
+    def metric(name: str, stat: str = "avg") -> float | None:
+        return f.amount(*_tag(d, name), stat)
+
     items = _get(cfg, "models", "items")
     models = ([m.get("name") for m in items if isinstance(m, dict)] if isinstance(items, list)
               else ep.get("model_names") or [])
@@ -122,17 +127,17 @@ def parse_aiperf(d: dict[str, Any]) -> Parsed:
         "endpoint": "chat" if etype == "chat" else "completions" if etype == "completions" else None,
         "dataset": dataset,
         "dataset sha256": None,
-        "input tokens (mean)": fmt(_metric(d, "input_sequence_length")),
+        "input tokens (mean)": fmt(metric("input_sequence_length")),
         # synthetic: the lengths asked for (one workload across files); else what was sent
         "input length distribution": _normal(isl) if dtype == "synthetic" else span(
-            _metric(d, "input_sequence_length", "min"), _metric(d, "input_sequence_length", "max"),
-            _metric(d, "input_sequence_length", "p50")),
+            metric("input_sequence_length", "min"), metric("input_sequence_length", "max"),
+            metric("input_sequence_length", "p50")),
         # AIPerf sends --osl as max_completion_tokens, drawn per request when it has a stddev
         "output max_tokens": (osl_desc.removeprefix("fixed ") if osl_desc else None),
-        "output tokens (mean)": fmt(_metric(d, "output_sequence_length")),
-        "output length distribution": span(_metric(d, "output_sequence_length", "min"),
-                                            _metric(d, "output_sequence_length", "max"),
-                                            _metric(d, "output_sequence_length", "p50")),
+        "output tokens (mean)": fmt(metric("output_sequence_length")),
+        "output length distribution": span(metric("output_sequence_length", "min"),
+                                            metric("output_sequence_length", "max"),
+                                            metric("output_sequence_length", "p50")),
         "ignore_eos": fmt(extra["ignore_eos"]) if "ignore_eos" in extra else None,
         "temperature": fmt(extra["temperature"]) if "temperature" in extra else None,
         "top_p": fmt(extra["top_p"]) if "top_p" in extra else None,
@@ -148,27 +153,30 @@ def parse_aiperf(d: dict[str, Any]) -> Parsed:
     if cfg and not ep.get("use_server_token_count"):
         notes.append("token counts are AIPerf's own tokenizer's (run without "
                      "--use-server-token-count), not the server's")
-    trial = _aiperf_trial(lambda name, stat="avg": _metric(d, name, stat))
+    per_user = (*_tag(d, "output_token_throughput_per_user"), "p50")
+    decode = (f.amount(*per_user, positive=True, limit=MAX_DECODE_RATE)
+              if f.raw(*per_user) is not None else
+              f.rate_per_token(*_tag(d, "inter_token_latency"), "p50"))
+    trial = _aiperf_trial(metric, decode)
+    notes = [*f.withheld, *notes]
     errors = d.get("error_summary")
     if isinstance(errors, list):
         trial["failed"] = float(sum(num(e.get("count")) or 0 for e in errors
                                     if isinstance(e, dict)))
     version = d.get("aiperf_version") or d.get("version")
     url = next(iter(ep.get("urls") or []), None) or ep.get("url")
-    return Parsed("aiperf", str(version) if version else None, elements, trial, notes,
+    return Parsed(TOOL, str(version) if version else None, elements, trial, notes,
                   started_at=_iso(d.get("start_time")), url=str(url) if url else None)
 
 
-def _aiperf_trial(metric: Any) -> dict[str, Any]:
-    """The trial's numbers from AIPerf's metrics, JSON tags or CSV rows alike."""
-    per_user = metric("output_token_throughput_per_user", "p50") or metric(
-        "output_token_throughput_per_user")
+def _aiperf_trial(metric: Any, decode: float | None) -> dict[str, Any]:
+    """The trial's numbers from AIPerf's metrics, JSON tags or CSV rows alike; `decode`: the
+    decode rate, read once by the caller."""
     ttft = metric("time_to_first_token", "p50")
     done = metric("completed_request_count") or metric("request_count")
     return {"idx": 0, "status": "ok", "requests": int(done) if done else None,
             # per request: AIPerf's (OSL − 1) / (latency − TTFT), its median over requests
-            "decode_rate": per_user if per_user is not None else ms_to_rate(
-                metric("inter_token_latency", "p50")),
+            "decode_rate": decode,
             "ttft_s": ttft / 1000.0 if ttft is not None else None,
             "output_tokens": metric("output_sequence_length"),
             "prompt_tokens": metric("input_sequence_length"),
@@ -221,7 +229,9 @@ def parse_aiperf_csv(text: str) -> Parsed | None:
     }
     notes = ["AIPerf's CSV records no configuration (model, endpoint, load, lengths asked for, "
              "--extra-inputs): import the profile_export_aiperf.json beside it to know them"]
-    return Parsed("aiperf", None, elements, _aiperf_trial(metric), notes)
+    per_user = metric("output_token_throughput_per_user", "p50")
+    decode = per_user if per_user is not None else ms_to_rate(metric("inter_token_latency", "p50"))
+    return Parsed(TOOL, None, elements, _aiperf_trial(metric, decode), notes)
 
 
 def _csvnum(v: str) -> float | None:

@@ -16,6 +16,9 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+from decodescope import edge
+from decodescope.errors import ProtocolError
+
 # The caliber elements an imported run is compared on, in this order.
 ELEMENTS = ("model", "endpoint", "dataset", "dataset sha256", "input tokens (mean)",
             "input length distribution", "output max_tokens", "output tokens (mean)",
@@ -83,6 +86,127 @@ class PeerResult:
     url: str | None = None
     notes: list[str] = field(default_factory=list)
     line: int | None = None  # the result's line in a file of appended results (1-based)
+
+
+# A decode rate no server comes near, tokens per second per request (a TPOT of 1 µs).
+MAX_DECODE_RATE = 1_000_000.0
+MAX_AMOUNT = 1e12  # a throughput, a mean length or a rate beyond this is not a measurement
+
+
+class Fields:
+    """The numbers of one result, each read once through one check (type, sign, range:
+    decodescope.edge's checks of numbers from outside). A bad value is withheld — None, never
+    a number — with a note naming the file, the field and the value (`withheld`). An absent
+    field (missing or null) is None without a note: the file does not record it."""
+
+    def __init__(self, doc: Any, path: str, line: int | None = None):
+        self.doc = doc
+        self.where = path + (f" line {line}" if line else "")
+        self.withheld: list[str] = []
+
+    def raw(self, *keys: str) -> Any:
+        d = self.doc
+        for k in keys:
+            if not isinstance(d, dict):
+                return None
+            d = d.get(k)
+        return d
+
+    def _bad(self, keys: tuple[str, ...], value: Any, expected: str) -> None:
+        shown = repr(value)
+        if len(shown) > 40:
+            shown = shown[:37] + "..."
+        self.withheld.append(f"withheld: {self.where}: {'.'.join(keys)} = {shown} "
+                             f"({type(value).__name__}) is not {expected}; it is kept as no value")
+
+    def seconds(self, *keys: str, scale: float = 1.0, positive: bool = False) -> float | None:
+        """A duration (`scale` 1e-3 for ms) in seconds; `positive`: zero is refused too (a
+        time per token of zero is no rate)."""
+        v = self.raw(*keys)
+        if v is None:
+            return None
+        unit = "ms" if scale == 1e-3 else "s"
+        try:
+            s = edge.seconds_field(v, ".".join(keys), self.where, scale=scale)
+        except ProtocolError:
+            s = None
+        if s is None or (positive and s <= 0):
+            self._bad(keys, v, f"a {'positive' if positive else 'non-negative'} finite duration "
+                               f"in {unit}")
+            return None
+        return s
+
+    def count(self, *keys: str) -> int | None:
+        """A whole number ≥ 0 (requests, tokens, a concurrency)."""
+        v = self.raw(*keys)
+        if v is None:
+            return None
+        try:
+            return edge.count_field(v, ".".join(keys), self.where)
+        except ProtocolError:
+            self._bad(keys, v, f"a whole number from 0 to {edge.MAX_TOKEN_COUNT:,}")
+            return None
+
+    def amount(self, *keys: str, positive: bool = False, limit: float = MAX_AMOUNT) -> float | None:
+        """A finite number ≥ 0 (> 0 with `positive`) and at most `limit`: a throughput, a
+        mean length, a rate."""
+        v = self.raw(*keys)
+        if v is None:
+            return None
+        ok = (type(v) in (int, float) and math.isfinite(v) and v <= limit
+              and (v > 0 if positive else v >= 0))
+        if not ok:
+            self._bad(keys, v, f"a finite number {'above' if positive else 'from'} 0"
+                               f"{' up to' if positive else ' to'} {limit:g}")
+            return None
+        return float(v)
+
+    def rate_per_token(self, *keys: str, scale: float = 1e-3) -> float | None:
+        """A decode rate (tokens/s) from a time per output token (ms by default)."""
+        s = self.seconds(*keys, scale=scale, positive=True)
+        if s is None:
+            return None
+        if 1.0 / s > MAX_DECODE_RATE:
+            self._bad(keys, self.raw(*keys), f"a time per token a server can reach (it makes "
+                                            f"more than {MAX_DECODE_RATE:,.0f} tok/s)")
+            return None
+        return 1.0 / s
+
+
+# The one contract for a trial's numbers, whatever reader made them: key -> (lowest, highest,
+# lowest excluded). A value that breaks it is withheld with a note (check_trial).
+TRIAL_RANGES: dict[str, tuple[float, float, bool]] = {
+    "decode_rate": (0.0, MAX_DECODE_RATE, True),
+    "ttft_s": (0.0, edge.MAX_DURATION_S, False),
+    "itl_median_s": (0.0, edge.MAX_DURATION_S, False),
+    "requests": (0.0, edge.MAX_TOKEN_COUNT, False),
+    "failed": (0.0, edge.MAX_TOKEN_COUNT, False),
+    "output_tokens": (0.0, edge.MAX_TOKEN_COUNT, False),
+    "prompt_tokens": (0.0, edge.MAX_TOKEN_COUNT, False),
+    "wall_rate": (0.0, MAX_AMOUNT, False),
+    "aggregate_rate": (0.0, MAX_AMOUNT, False),
+    "request_throughput": (0.0, MAX_AMOUNT, False),
+    "engine_mal": (1.0, 1e4, False),
+    "engine_drafts": (0.0, MAX_AMOUNT, False),
+    "engine_accepted_tokens": (0.0, MAX_AMOUNT, False),
+}
+
+
+def check_trial(trial: dict[str, Any], where: str) -> tuple[dict[str, Any], list[str]]:
+    """The trial with every number outside the contract (TRIAL_RANGES; any other number:
+    finite and ≥ 0) withheld, and a note for each — the last guard, whatever a reader did."""
+    out, notes = dict(trial), []
+    for k, v in trial.items():
+        if k in ("idx", "status") or v is None:
+            continue
+        lo, hi, strict = TRIAL_RANGES.get(k, (0.0, math.inf, False))
+        ok = (type(v) in (int, float) and math.isfinite(v) and v <= hi
+              and (v > lo if strict else v >= lo))
+        if not ok:
+            out[k] = None
+            notes.append(f"withheld: {where}: {k} = {v!r} is outside "
+                         f"{'(' if strict else '['}{lo:g}, {hi:g}]; it is kept as no value")
+    return out, notes
 
 
 def num(v: Any) -> float | None:

@@ -14,7 +14,17 @@ import re
 from pathlib import Path
 from typing import Any
 
-from decodescope.peers.common import ELEMENTS, Parsed, Source, as_dict, fmt, num, rate_of, span
+from decodescope.peers.common import (
+    ELEMENTS,
+    Fields,
+    Parsed,
+    Source,
+    as_dict,
+    fmt,
+    num,
+    rate_of,
+    span,
+)
 
 CONFIG_NAME = "config.yaml"
 MAX_CONFIG_BYTES = 1024 * 1024  # a resolved config is a few KB
@@ -36,12 +46,6 @@ def is_lifecycle_report(d: dict[str, Any]) -> bool:
     return isinstance(d.get("successes"), dict) and isinstance(d.get("load_summary"), dict)
 
 
-def _stat(d: dict[str, Any], *path: str) -> float | None:
-    for p in path:
-        d = as_dict(d).get(p)  # type: ignore[assignment]
-    return num(d)
-
-
 def _distribution(dist: dict[str, Any]) -> str | None:
     """`data.input_distribution` / `output_distribution`: type, mean, std_dev, min, max."""
     lo, hi, mean = num(dist.get("min")), num(dist.get("max")), num(dist.get("mean"))
@@ -59,7 +63,6 @@ def _distribution(dist: dict[str, Any]) -> str | None:
 
 def parse_report(doc: dict[str, Any], path: str) -> Parsed:
     ok = as_dict(doc.get("successes"))
-    lat = as_dict(ok.get("latency"))
     prompt, output = as_dict(ok.get("prompt_tokens")), as_dict(ok.get("output_tokens"))
     notes: list[str] = []
     cfg, why = read_config(Path(path).parent / CONFIG_NAME)
@@ -81,20 +84,22 @@ def parse_report(doc: dict[str, Any], path: str) -> Parsed:
         url = fmt(as_dict(cfg.get("server")).get("base_url"))
         notes.append("inference-perf sends no temperature / top_p / top_k: the server's "
                      "defaults applied, unknown here")
-    tpot = _stat(lat, "time_per_output_token", "median")
-    ttft = _stat(lat, "time_to_first_token", "median")
-    count = num(ok.get("count"))
+    f = Fields(doc, path)
+    lat = ("successes", "latency")
+    ttft = f.seconds(*lat, "time_to_first_token", "median")
+    count = f.count("successes", "count")
     trial = {"idx": 0, "status": "ok", "requests": int(count) if count is not None else None,
              # per request: 1 / median TPOT ((latency − TTFT) / (output tokens − 1))
-             "decode_rate": 1.0 / tpot if tpot else None,
+             "decode_rate": f.rate_per_token(*lat, "time_per_output_token", "median", scale=1.0),
              "ttft_s": ttft,
              "output_tokens": num(output.get("mean")),
              "prompt_tokens": num(prompt.get("mean")),
-             "wall_rate": _stat(ok, "throughput", "output_tokens_per_sec"),
-             "aggregate_rate": _stat(ok, "throughput", "output_tokens_per_sec"),
-             "request_throughput": _stat(ok, "throughput", "requests_per_sec"),
-             "failed": _stat(doc, "failures", "count")}
-    return Parsed("inference-perf", None, elements, trial, notes, url=url)
+             "wall_rate": f.amount("successes", "throughput", "output_tokens_per_sec"),
+             "aggregate_rate": f.amount("successes", "throughput", "output_tokens_per_sec"),
+             "request_throughput": f.amount("successes", "throughput", "requests_per_sec"),
+             "failed": f.count("failures", "count")}
+    notes = [*f.withheld, *notes]
+    return Parsed(TOOL, None, elements, trial, notes, url=url)
 
 
 def _config_elements(cfg: dict[str, Any], doc: dict[str, Any], path: str,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from decodescope.peers.common import Parsed, Source, dist, fmt, ms_to_rate, num, rate_of
+from decodescope.peers.common import Fields, Parsed, Source, dist, fmt, num, rate_of
 
 TOOL = "vllm bench serve"
 DECODE_FROM = "1 / median TPOT"
@@ -24,9 +24,11 @@ def parse(src: Source) -> list[Parsed] | None:
     if not docs or not all(is_vllm_bench(d) for d in docs):
         return None
     out = []
-    for d in docs:
-        elements, trial, notes = parse_vllm_bench(d)
-        out.append(Parsed(TOOL, _version(d), elements, trial, notes, started_at=_date(d.get("date"))))
+    for i, d in enumerate(docs):
+        f = Fields(d, src.path, i + 1 if src.doc is None else None)
+        elements, trial, notes = parse_vllm_bench(f)
+        out.append(Parsed(TOOL, _version(d), elements, trial, [*f.withheld, *notes],
+                          started_at=_date(d.get("date"))))
     return out
 
 
@@ -35,13 +37,14 @@ def is_vllm_bench(doc: Any) -> bool:
         "model_id" in doc or "num_prompts" in doc)
 
 
-def parse_vllm_bench(doc: dict[str, Any]) -> tuple[dict[str, str | None], dict[str, Any], list[str]]:
-    """Elements, the trial and notes of one `vllm bench serve --save-result` file."""
+def parse_vllm_bench(f: Fields) -> tuple[dict[str, str | None], dict[str, Any], list[str]]:
+    """Elements, the trial and notes of one `vllm bench serve --save-result` result."""
+    doc = f.doc
     notes: list[str] = []
-    completed = num(doc.get("completed"))
-    ins = [float(x) for x in doc.get("input_lens") or [] if num(x) is not None]
-    outs = [float(x) for x in doc.get("output_lens") or [] if num(x) is not None]
-    tin, tout = num(doc.get("total_input_tokens")), num(doc.get("total_output_tokens"))
+    completed = f.count("completed")
+    ins = [float(x) for x in doc.get("input_lens") or [] if num(x) is not None and x >= 0]
+    outs = [float(x) for x in doc.get("output_lens") or [] if num(x) is not None and x >= 0]
+    tin, tout = f.count("total_input_tokens"), f.count("total_output_tokens")
     endpoint_type = str(doc.get("endpoint_type") or doc.get("backend") or "")
     endpoint = None
     ep = str(doc.get("endpoint") or "")
@@ -49,12 +52,15 @@ def parse_vllm_bench(doc: dict[str, Any]) -> tuple[dict[str, str | None], dict[s
         endpoint = "chat"
     elif endpoint_type in ("openai", "vllm") or ep.endswith("/completions"):
         endpoint = "completions"
-    rate_s = rate_of(doc.get("request_rate"))
-    maxc = num(doc.get("max_concurrency"))
-    conc = fmt(int(maxc)) if maxc is not None else (
+    rr = doc.get("request_rate")
+    rate_s = "inf" if rate_of(rr) == "inf" else fmt(f.amount("request_rate", positive=True))
+    maxc = f.count("max_concurrency")
+    conc = fmt(maxc) if maxc is not None else (
         "all requests at once" if rate_s == "inf" else ("no cap" if rate_s is not None else None))
     sp = doc.get("sampling_params")
     sampling: dict[str, Any] = sp if isinstance(sp, dict) else {}
+    n_prompts = f.count("num_prompts")
+    burst = f.amount("burstiness", positive=True)
     elements: dict[str, str | None] = {
         "model": fmt(doc.get("model_id") or doc.get("model")),
         "endpoint": endpoint,
@@ -71,9 +77,9 @@ def parse_vllm_bench(doc: dict[str, Any]) -> tuple[dict[str, str | None], dict[s
         "top_k": fmt(sampling.get("top_k", doc.get("top_k"))),
         "concurrency": conc,
         "request rate": rate_s,
-        "burstiness": fmt(num(doc.get("burstiness"))) if rate_s not in (None, "inf") else
+        "burstiness": fmt(burst) if rate_s not in (None, "inf") else
         ("-" if rate_s == "inf" else None),
-        "requests per trial": fmt(int(n)) if (n := num(doc.get("num_prompts"))) else None,
+        "requests per trial": fmt(n_prompts) if n_prompts else None,
     }
     declared = [k for k in ("dataset_name", "ignore_eos", "temperature", "top_p", "top_k")
                 if k in doc]
@@ -82,25 +88,25 @@ def parse_vllm_bench(doc: dict[str, Any]) -> tuple[dict[str, str | None], dict[s
     if not ins:
         notes.append("no per-request lengths in the file (saved without --save-detailed): "
                      "their distribution is unknown")
-    decode = ms_to_rate(doc.get("median_tpot_ms"))
+    ttft = f.seconds("median_ttft_ms", scale=1e-3)
+    itl = f.seconds("median_itl_ms", scale=1e-3)
     trial = {
-        "idx": 0, "status": "ok", "requests": int(completed) if completed else None,
-        "decode_rate": decode,  # per request: 1 / median TPOT (first token excluded)
-        "ttft_s": (num(doc.get("median_ttft_ms")) or 0) / 1000.0
-        if num(doc.get("median_ttft_ms")) is not None else None,
-        "itl_median_s": (num(doc.get("median_itl_ms")) or 0) / 1000.0
-        if num(doc.get("median_itl_ms")) is not None else None,
+        "idx": 0, "status": "ok", "requests": completed or None,
+        # per request: 1 / median TPOT (first token excluded)
+        "decode_rate": f.rate_per_token("median_tpot_ms"),
+        "ttft_s": ttft,
+        "itl_median_s": itl,
         "output_tokens": tout / completed if (tout and completed) else None,
         "prompt_tokens": tin / completed if (tin and completed) else None,
-        "wall_rate": num(doc.get("output_throughput")),
-        "aggregate_rate": num(doc.get("output_throughput")),
-        "request_throughput": num(doc.get("request_throughput")),
-        "failed": num(doc.get("failed")),
+        "wall_rate": f.amount("output_throughput"),
+        "aggregate_rate": f.amount("output_throughput"),
+        "request_throughput": f.amount("request_throughput"),
+        "failed": f.count("failed"),
         # vllm bench serve ≥ 0.11 reads the server's spec-decode counters around the run:
         # MAL = 1 + accepted / drafts (bonus included), the engine's own count.
-        "engine_mal": num(doc.get("spec_decode_acceptance_length")),
-        "engine_drafts": num(doc.get("spec_decode_num_drafts")),
-        "engine_accepted_tokens": num(doc.get("spec_decode_accepted_tokens")),
+        "engine_mal": f.amount("spec_decode_acceptance_length"),
+        "engine_drafts": f.count("spec_decode_num_drafts"),
+        "engine_accepted_tokens": f.count("spec_decode_accepted_tokens"),
     }
     return elements, trial, notes
 
