@@ -55,7 +55,8 @@ def read_file(path: str) -> list[PeerResult]:
                 trial, withheld = check_trial(f.trial, path + (f" line {line}" if line else ""))
                 out.append(PeerResult(f.tool, f.version, path, sha, f.elements, trial,
                                       started_at=f.started_at, url=f.url,
-                                      notes=[*f.notes, *withheld], line=line))
+                                      notes=[*f.notes, *withheld], line=line,
+                                      realized=f.realized))
             return out
     raise UsageError(f"{path} is not a result file decodescope can import", where="import",
                      remedy="Give " + ", ".join(str(m.FILES) for m in READERS))

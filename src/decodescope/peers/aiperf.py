@@ -165,7 +165,10 @@ def parse_aiperf(d: dict[str, Any], path: str = "-") -> Parsed:
                                     if isinstance(e, dict)))
     version = d.get("aiperf_version") or d.get("version")
     url = next(iter(ep.get("urls") or []), None) or ep.get("url")
+    realized = (("output length distribution",) if dtype == "synthetic" else
+                ("input length distribution", "output length distribution"))
     return Parsed(TOOL, str(version) if version else None, elements, trial, notes,
+                  realized=realized,
                   started_at=_iso(d.get("start_time")), url=str(url) if url else None)
 
 

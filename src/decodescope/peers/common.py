@@ -24,6 +24,21 @@ ELEMENTS = ("model", "endpoint", "dataset", "dataset sha256", "input tokens (mea
             "input length distribution", "output max_tokens", "output tokens (mean)",
             "output length distribution", "ignore_eos", "temperature", "top_p", "top_k",
             "concurrency", "request rate", "burstiness", "requests per trial")
+# Realized means: what the requests came to, not what was asked; they vary from run to run of
+# one command, so compared within a tolerance.
+REALIZED_MEANS = ("input tokens (mean)", "output tokens (mean)")
+# Files of one workload (one `import`): realized means within this of each other. Lengths of
+# one command vary with its random draw and the model's end of sequence; a different length
+# asked for (1024 vs 8192) is far beyond it.
+WORKLOAD_TOLERANCE = 0.25
+
+
+def same_realized(a: str, b: str, tolerance: float) -> bool:
+    try:
+        x, y = float(a), float(b)
+    except ValueError:
+        return a == b
+    return abs(x - y) <= tolerance * max(abs(x), abs(y), 1.0)
 
 
 @dataclass
@@ -72,6 +87,9 @@ class Parsed:
     notes: list[str]
     started_at: float | None = None
     url: str | None = None
+    # Length distributions the file gives as realized (what the requests came to), not as
+    # asked: they vary from run to run and are not compared as the workload.
+    realized: tuple[str, ...] = ("output length distribution",)
 
 
 @dataclass
@@ -86,6 +104,11 @@ class PeerResult:
     url: str | None = None
     notes: list[str] = field(default_factory=list)
     line: int | None = None  # the result's line in a file of appended results (1-based)
+    realized: tuple[str, ...] = ("output length distribution",)
+
+    @property
+    def name(self) -> str:
+        return self.path + (f" line {self.line}" if self.line else "")
 
 
 # A decode rate no server comes near, tokens per second per request (a TPOT of 1 µs).

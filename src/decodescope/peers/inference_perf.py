@@ -76,9 +76,11 @@ def parse_report(doc: dict[str, Any], path: str) -> Parsed:
                                             num(output.get("median"))),
     })
     url = None
+    realized: tuple[str, ...] = ("output length distribution",)
     if cfg:
         elements.update(_config_elements(cfg, doc, path, notes))
-        if elements["input length distribution"] is None:
+        if elements["input length distribution"] is None:  # not synthetic: what was sent
+            realized = ("input length distribution", "output length distribution")
             elements["input length distribution"] = span(
                 num(prompt.get("min")), num(prompt.get("max")), num(prompt.get("median")))
         url = fmt(as_dict(cfg.get("server")).get("base_url"))
@@ -99,7 +101,7 @@ def parse_report(doc: dict[str, Any], path: str) -> Parsed:
              "request_throughput": f.amount("successes", "throughput", "requests_per_sec"),
              "failed": f.count("failures", "count")}
     notes = [*f.withheld, *notes]
-    return Parsed(TOOL, None, elements, trial, notes, url=url)
+    return Parsed(TOOL, None, elements, trial, notes, url=url, realized=realized)
 
 
 def _config_elements(cfg: dict[str, Any], doc: dict[str, Any], path: str,

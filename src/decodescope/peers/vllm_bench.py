@@ -28,7 +28,8 @@ def parse(src: Source) -> list[Parsed] | None:
         f = Fields(d, src.path, i + 1 if src.doc is None else None)
         elements, trial, notes = parse_vllm_bench(f)
         out.append(Parsed(TOOL, _version(d), elements, trial, [*f.withheld, *notes],
-                          started_at=_date(d.get("date"))))
+                          started_at=_date(d.get("date")),
+                          realized=("input length distribution", "output length distribution")))
     return out
 
 

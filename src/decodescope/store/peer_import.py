@@ -16,7 +16,7 @@ from typing import Any
 
 from decodescope.errors import UsageError
 from decodescope.peers import ELEMENTS, PeerResult, read_file
-from decodescope.peers.common import fmt
+from decodescope.peers.common import REALIZED_MEANS, WORKLOAD_TOLERANCE, fmt, same_realized
 from decodescope.store import runs as store_runs
 from decodescope.store.db import Store
 
@@ -26,39 +26,57 @@ def read_peer_file(path: str) -> PeerResult:
     return read_file(path)[-1]
 
 
+def workload_difference(a: PeerResult, b: PeerResult) -> list[str]:
+    """Why two results are not one workload: every element either records, compared — an
+    element recorded by one and not the other, or different (realized means beyond
+    WORKLOAD_TOLERANCE); realized length spans are not compared (they vary run to run)."""
+    out = []
+    for k in ELEMENTS:
+        va, vb = a.elements.get(k), b.elements.get(k)
+        if k in a.realized or k in b.realized or (va is None and vb is None):
+            continue
+        if va is None or vb is None:
+            out.append(f"{k}: recorded in {(a if vb is None else b).name} only "
+                       f"({va if vb is None else vb})")
+        elif k in REALIZED_MEANS:
+            if not same_realized(va, vb, WORKLOAD_TOLERANCE):
+                out.append(f"{k}: {va} vs {vb} (more than {WORKLOAD_TOLERANCE:.0%} apart)")
+        elif va != vb:
+            out.append(f"{k}: {va} vs {vb}")
+    return out
+
+
 def import_files(store: Store, paths: list[str], *, labels: dict[str, str] | None = None,
                  tool_version: str | None = None
                  ) -> tuple[int, list[PeerResult], dict[str, Any]]:
-    """Store the files as one run (one trial per file); give its id, the files read and the
-    run's `imported` record (tool, version, the run's elements, unknown ones, notes). Files of
-    different workloads (an element known in both and different) are refused: import them
-    separately."""
+    """Store the files as one run (one trial per result: a file of appended results gives
+    several); give its id, the results read and the run's `imported` record (tool, version,
+    the run's elements, unknown ones, notes). One import is one workload: results whose
+    recorded elements differ (workload_difference) are refused (UsageError, exit 2)."""
     if not paths:
         raise UsageError("no files", where="import", remedy="Give one or more result files")
     results = [r for p in paths for r in read_file(p)]
     first = results[0]
     for r in results[1:]:
         if r.tool != first.tool:
-            raise UsageError(f"{r.path} is from {r.tool}, {first.path} from {first.tool}",
+            raise UsageError(f"{r.name} is from {r.tool}, {first.name} from {first.tool}",
                              where="import", remedy="Import each tool's files separately")
-        diff = [k for k in ELEMENTS if first.elements.get(k) is not None
-                and r.elements.get(k) is not None and first.elements[k] != r.elements[k]
-                and k not in ("input tokens (mean)", "output tokens (mean)",
-                              "input length distribution", "output length distribution")]
+        diff = workload_difference(first, r)
         if diff:
-            raise UsageError(f"{r.path} and {first.path} ran different workloads ("
-                             + ", ".join(f"{k}: {first.elements[k]} vs {r.elements[k]}"
-                                         for k in diff) + ")",
-                             where="import", remedy="Import them as separate runs")
+            raise UsageError(f"{r.name} and {first.name} ran different workloads: "
+                             + "; ".join(diff), where="import",
+                             remedy="One `import` is one workload: import each workload's "
+                                    "files as a run of its own")
     elements = dict(first.elements)
-    for k in ("input tokens (mean)", "output tokens (mean)"):
+    realized = sorted({k for r in results for k in r.realized})
+    for k in REALIZED_MEANS:
         vs = [float(v) for r in results if (v := r.elements.get(k)) is not None]
         elements[k] = fmt(round(statistics.fmean(vs), 1)) if len(vs) == len(results) else None
-    for k in ("input length distribution", "output length distribution"):
+    for k in realized:  # realized spans: kept when every file has the same one
         vs2 = {r.elements.get(k) for r in results}
         elements[k] = vs2.pop() if len(vs2) == 1 else None
     version = tool_version or first.tool_version
-    imported = {"tool": first.tool, "tool_version": version,
+    imported = {"tool": first.tool, "tool_version": version, "realized": realized,
                 "files": [{"path": r.path, "sha256": r.sha256} for r in results],
                 "elements": elements, "unknown": [k for k in ELEMENTS if elements.get(k) is None],
                 "notes": sorted({n for r in results for n in r.notes})}
