@@ -6,7 +6,7 @@ import shlex
 
 from decodescope.verdict import thresholds as th
 from decodescope.verdict.advice import metrics_how, side_engine, spec_flags
-from decodescope.verdict.imported import kinds_words
+from decodescope.verdict.imported import kinds_words, tool_of
 from decodescope.verdict.rate_change import Decomposition, share
 from decodescope.verdict.side_values import Side
 from decodescope.verdict.stats import Change, pct
@@ -337,6 +337,13 @@ def _next_steps(ctx: Context) -> list[str]:
     probe = f"decodescope probe {url} --caliber {cal}"
     sel_b = ctx.baseline.name.removeprefix("run ") if ctx.baseline.kind == "run" else ctx.baseline.name
     if ctx.kind == "CALIBER_MISMATCH":
+        tool = tool_of(ctx.baseline) or tool_of(ctx.current)
+        if tool:
+            return [f"To compare like-for-like, run `{tool}` on the current stack with the "
+                    "baseline's workload (the elements that differ above), then import its "
+                    "files and triage again:",
+                    "  decodescope import FILE...",
+                    f"  decodescope triage last --baseline {sel_b}"]
         if ctx.baseline.caliber_ref:
             return ["To compare with the baseline's number, probe its caliber on the current stack "
                     "and triage again:",
