@@ -97,6 +97,7 @@ def test_appended_sglang_lines_of_one_workload_are_trials(tmp_path, capsys):
     lines = [ln for ln in Path(path).read_text().splitlines() if ln.strip()]
     out = _import(capsys, str(tmp_path / "r.sqlite"), [path])
     assert len(out["trials"]) == len(lines) == 3
+    assert [(f["path"], f["results"]) for f in out["files"]] == [(path, 3)]
     assert [t["decode_rate"] for t in out["trials"]] == pytest.approx(
         [1000.0 / json.loads(ln.replace("Infinity", "1e999"))["median_tpot_ms"] for ln in lines])
 

@@ -77,7 +77,9 @@ def import_files(store: Store, paths: list[str], *, labels: dict[str, str] | Non
         elements[k] = vs2.pop() if len(vs2) == 1 else None
     version = tool_version or first.tool_version
     imported = {"tool": first.tool, "tool_version": version, "realized": realized,
-                "files": [{"path": r.path, "sha256": r.sha256} for r in results],
+                "files": list({r.path: {"path": r.path, "sha256": r.sha256,
+                                        "results": sum(x.path == r.path for x in results)}
+                               for r in results}.values()),
                 "elements": elements, "unknown": [k for k in ELEMENTS if elements.get(k) is None],
                 "notes": sorted({n for r in results for n in r.notes})}
     identity = "imported-" + hashlib.sha256(
