@@ -174,3 +174,20 @@ def test_the_last_guard_withholds_what_a_reader_let_through():
     assert trial["decode_rate"] is None and trial["wall_rate"] is None
     assert trial["ttft_s"] == 0.01 and trial["requests"] == 6
     assert len(notes) == 2 and all(n.startswith("withheld: f.json: ") for n in notes)
+
+
+@pytest.mark.parametrize("cell", ["-473.04", "nan", "inf", "n/a"])
+def test_a_bad_cell_of_aiperf_csv_is_withheld_with_a_note(tmp_path, cell):
+    src = Path(__file__).parent / "data" / "peers" / "aiperf-c2-1.csv"
+    rows = src.read_text().splitlines()
+    row = next(i for i, r in enumerate(rows) if r.startswith("Output Token Throughput Per User"))
+    cells = rows[row].split(",")
+    header = rows[0].split(",")
+    cells[header.index("p50")] = cell
+    rows[row] = ",".join(cells)
+    f = tmp_path / "profile_export_aiperf.csv"
+    f.write_text("\n".join(rows) + "\n")
+    (r,) = read_file(str(f))
+    assert r.trial["decode_rate"] is None
+    assert any(n.startswith(f"withheld: {f}: output_token_throughput_per_user.p50 = ")
+               for n in r.notes), r.notes

@@ -17,7 +17,6 @@ from decodescope.peers.common import (
     Source,
     as_dict,
     fmt,
-    ms_to_rate,
     num,
     rate_of,
     span,
@@ -32,7 +31,7 @@ def parse(src: Source) -> list[Parsed] | None:
     if src.doc is None:
         text = src.text
         if text.lstrip("\ufeff").startswith("Metric,avg,"):
-            got = parse_aiperf_csv(text)
+            got = parse_aiperf_csv(text, src.path)
             return [got] if got is not None else None
         return None
     if isinstance(src.doc, dict) and is_aiperf(src.doc):
@@ -202,10 +201,11 @@ _CSV_TAGS = {
 }
 
 
-def parse_aiperf_csv(text: str) -> Parsed | None:
+def parse_aiperf_csv(text: str, path: str = "-") -> Parsed | None:
     """`profile_export_aiperf.csv`: a table of metrics (Metric, avg, min, max, …, p50, …), then
-    a Metric,Value table. It records no configuration: only the realized lengths are known."""
-    metrics: dict[str, dict[str, float | None]] = {}
+    a Metric,Value table. It records no configuration: only the realized lengths are known.
+    Its cells pass the same checks as the JSON's numbers (named by the JSON's tags)."""
+    metrics: dict[str, dict[str, Any]] = {}
     header: list[str] = []
     for row in csv.reader(io.StringIO(text)):
         if not row:
@@ -219,8 +219,10 @@ def parse_aiperf_csv(text: str) -> Parsed | None:
     if "output_sequence_length" not in metrics and "output_token_throughput_per_user" not in metrics:
         return None
 
+    f = Fields(metrics, path)
+
     def metric(name: str, stat: str = "avg") -> float | None:
-        return metrics.get(name, {}).get(stat)
+        return f.amount(name, stat)
 
     elements: dict[str, str | None] = dict.fromkeys(ELEMENTS)
     elements |= {
@@ -232,16 +234,23 @@ def parse_aiperf_csv(text: str) -> Parsed | None:
     }
     notes = ["AIPerf's CSV records no configuration (model, endpoint, load, lengths asked for, "
              "--extra-inputs): import the profile_export_aiperf.json beside it to know them"]
-    per_user = metric("output_token_throughput_per_user", "p50")
-    decode = per_user if per_user is not None else ms_to_rate(metric("inter_token_latency", "p50"))
-    return Parsed(TOOL, None, elements, _aiperf_trial(metric, decode), notes)
+    per_user = ("output_token_throughput_per_user", "p50")
+    decode = (f.amount(*per_user, positive=True, limit=MAX_DECODE_RATE)
+              if f.raw(*per_user) is not None else
+              f.rate_per_token("inter_token_latency", "p50"))
+    trial = _aiperf_trial(metric, decode)
+    return Parsed(TOOL, None, elements, trial, [*f.withheld, *notes])
 
 
-def _csvnum(v: str) -> float | None:
-    try:
-        return num(float(v.replace(",", ""))) if v.strip() else None
-    except ValueError:
+def _csvnum(v: str) -> Any:
+    """A cell as a number where it reads as one (NaN and inf included: the checks withhold
+    them), else the text itself (withheld where a number belongs); empty: None."""
+    if not v.strip():
         return None
+    try:
+        return float(v.replace(",", ""))
+    except ValueError:
+        return v
 
 
 def _iso(v: Any) -> float | None:
