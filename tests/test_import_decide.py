@@ -191,3 +191,20 @@ def test_a_bad_cell_of_aiperf_csv_is_withheld_with_a_note(tmp_path, cell):
     assert r.trial["decode_rate"] is None
     assert any(n.startswith(f"withheld: {f}: output_token_throughput_per_user.p50 = ")
                for n in r.notes), r.notes
+
+
+def test_a_bad_recorded_element_is_withheld_not_kept_as_the_workload(tmp_path):
+    src = json.loads(Path(_files("vllm", "base")[0]).read_text())
+    f = tmp_path / "bad.json"
+    f.write_text(json.dumps({**src, "max_concurrency": -2, "num_prompts": 6.5}))
+    (r,) = read_file(str(f))
+    assert r.elements["concurrency"] is None and r.elements["requests per trial"] is None
+    assert any("max_concurrency = -2" in n for n in r.notes)
+    assert any("num_prompts = 6.5" in n for n in r.notes)
+    doc = json.loads(Path(_files("aiperf", "base")[0]).read_text())
+    doc["input_config"]["phases"][0]["concurrency"] = -2
+    g = tmp_path / "profile_export_aiperf.json"
+    g.write_text(json.dumps(doc))
+    (a,) = read_file(str(g))
+    assert a.elements["concurrency"] is None
+    assert any("phases[profiling].concurrency = -2" in n for n in a.notes)

@@ -106,8 +106,11 @@ def parse_aiperf(d: dict[str, Any], path: str = "-") -> Parsed:
 
     ptype = phase.get("type") or ("concurrency" if loadgen.get("concurrency") is not None
                                   and loadgen.get("request_rate") is None else None)
-    conc = phase.get("concurrency", loadgen.get("concurrency"))
+    conc = f.count_of(phase.get("concurrency", loadgen.get("concurrency")),
+                      "input_config.phases[profiling].concurrency")
     rate_v = phase.get("rate", loadgen.get("request_rate"))
+    if rate_of(rate_v) != "inf":
+        rate_v = f.amount_of(rate_v, "input_config.phases[profiling].rate", positive=True)
     rate: str | None
     burst: str | None
     if ptype == "concurrency":  # a new request as soon as one ends: no arrival rate
@@ -120,7 +123,8 @@ def parse_aiperf(d: dict[str, Any], path: str = "-") -> Parsed:
         if mode == "gamma" and burst is None:
             notes.append("gamma arrivals without a smoothness in the file: burstiness unknown")
     osl_desc = _normal(osl)
-    requests = phase.get("requests", loadgen.get("request_count"))
+    requests = f.count_of(phase.get("requests", loadgen.get("request_count")),
+                          "input_config.phases[profiling].requests")
     elements: dict[str, str | None] = {
         "model": fmt(models[0]) if models else None,
         "endpoint": "chat" if etype == "chat" else "completions" if etype == "completions" else None,

@@ -161,26 +161,33 @@ class Fields:
 
     def count(self, *keys: str) -> int | None:
         """A whole number ≥ 0 (requests, tokens, a concurrency)."""
-        v = self.raw(*keys)
+        return self.count_of(self.raw(*keys), ".".join(keys))
+
+    def count_of(self, v: Any, name: str) -> int | None:
+        """`count` of a value found elsewhere (in a list, a config beside the file)."""
         if v is None:
             return None
         try:
-            return edge.count_field(v, ".".join(keys), self.where)
+            return edge.count_field(v, name, self.where)
         except ProtocolError:
-            self._bad(keys, v, f"a whole number from 0 to {edge.MAX_TOKEN_COUNT:,}")
+            self._bad((name,), v, f"a whole number from 0 to {edge.MAX_TOKEN_COUNT:,}")
             return None
 
     def amount(self, *keys: str, positive: bool = False, limit: float = MAX_AMOUNT) -> float | None:
         """A finite number ≥ 0 (> 0 with `positive`) and at most `limit`: a throughput, a
         mean length, a rate."""
-        v = self.raw(*keys)
+        return self.amount_of(self.raw(*keys), ".".join(keys), positive=positive, limit=limit)
+
+    def amount_of(self, v: Any, name: str, *, positive: bool = False,
+                  limit: float = MAX_AMOUNT) -> float | None:
+        """`amount` of a value found elsewhere (in a list, a config beside the file)."""
         if v is None:
             return None
         ok = (type(v) in (int, float) and math.isfinite(v) and v <= limit
               and (v > 0 if positive else v >= 0))
         if not ok:
-            self._bad(keys, v, f"a finite number {'above' if positive else 'from'} 0"
-                               f"{' up to' if positive else ' to'} {limit:g}")
+            self._bad((name,), v, f"a finite number {'above' if positive else 'from'} 0"
+                                  f"{' up to' if positive else ' to'} {limit:g}")
             return None
         return float(v)
 
@@ -194,6 +201,11 @@ class Fields:
                                             f"more than {MAX_DECODE_RATE:,.0f} tok/s)")
             return None
         return 1.0 / s
+
+
+def doc_has(f: Fields, *keys: str) -> bool:
+    """The file records the field (a withheld value is recorded, and so not a default)."""
+    return f.raw(*keys) is not None
 
 
 # The one contract for a trial's numbers, whatever reader made them: key -> (lowest, highest,

@@ -22,7 +22,6 @@ from decodescope.peers.common import (
     as_dict,
     fmt,
     num,
-    rate_of,
     span,
 )
 
@@ -108,6 +107,7 @@ def _config_elements(cfg: dict[str, Any], doc: dict[str, Any], path: str,
                      notes: list[str]) -> dict[str, str | None]:
     api, data = as_dict(cfg.get("api")), as_dict(cfg.get("data"))
     server, load = as_dict(cfg.get("server")), as_dict(cfg.get("load"))
+    cf = Fields(cfg, str(Path(path).parent / CONFIG_NAME))
     etype = str(api.get("type") or "")
     dtype = data.get("type")
     synthetic = dtype in ("synthetic", "random", "shared_prefix")
@@ -137,16 +137,23 @@ def _config_elements(cfg: dict[str, Any], doc: dict[str, Any], path: str,
         notes.append("a sweep: its stages were chosen at run time")
     kind = load.get("type")
     if stage is not None and kind == "concurrent":  # a new request as soon as one ends
-        e.update({"concurrency": fmt(stage.get("concurrency_level")), "request rate": "inf",
-                  "burstiness": "-", "requests per trial": fmt(stage.get("num_requests"))})
+        e.update({"concurrency": fmt(cf.count_of(stage.get("concurrency_level"),
+                                                 "load.stages[].concurrency_level")),
+                  "request rate": "inf", "burstiness": "-",
+                  "requests per trial": fmt(cf.count_of(stage.get("num_requests"),
+                                                        "load.stages[].num_requests"))})
     elif stage is not None and kind in ("constant", "poisson"):
-        workers, per_worker = num(load.get("num_workers")), num(load.get("worker_max_concurrency"))
+        workers = cf.count_of(load.get("num_workers"), "load.num_workers")
+        per_worker = cf.count_of(load.get("worker_max_concurrency"), "load.worker_max_concurrency")
         cap = int(workers * per_worker) if workers and per_worker else None
-        e.update({"concurrency": fmt(cap), "request rate": rate_of(stage.get("rate")),
+        e.update({"concurrency": fmt(cap),
+                  "request rate": fmt(cf.amount_of(stage.get("rate"), "load.stages[].rate",
+                                                   positive=True)),
                   "burstiness": "1" if kind == "poisson" else "constant"})
         if cap is not None:
             notes.append("concurrency: the cap on requests in flight (num_workers × "
                          "worker_max_concurrency)")
+    notes.extend(cf.withheld)
     return e
 
 

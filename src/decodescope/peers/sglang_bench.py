@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from decodescope.peers.common import Fields, Parsed, Source, as_dict, fmt, rate_of
+from decodescope.peers.common import Fields, Parsed, Source, as_dict, doc_has, fmt, rate_of
 
 TOOL = "sglang bench_serving"
 DECODE_FROM = "1 / median TPOT"
@@ -56,7 +56,7 @@ def parse_sglang(f: Fields) -> Parsed:
         max_tokens = (f"uniform {int(ratio * ro)}–{ro:g}" if ratio < 1 else f"{ro:g}") if ro else None
     elif ds == "sharegpt":
         max_tokens = fmt(f.count("sharegpt_output_len"))
-    maxc_s = fmt(maxc) if maxc is not None else (
+    maxc_s = fmt(maxc) if maxc is not None else None if doc_has(f, "max_concurrency") else (
         "all requests at once" if rate == "inf" else ("no cap" if rate is not None else None))
     info = as_dict(d.get("server_info"))
     model = (d.get("model_id") or d.get("model") or info.get("model_path")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from decodescope.peers.common import Fields, Parsed, Source, dist, fmt, num, rate_of
+from decodescope.peers.common import Fields, Parsed, Source, dist, doc_has, fmt, num, rate_of
 
 TOOL = "vllm bench serve"
 DECODE_FROM = "1 / median TPOT"
@@ -56,7 +56,7 @@ def parse_vllm_bench(f: Fields) -> tuple[dict[str, str | None], dict[str, Any], 
     rr = doc.get("request_rate")
     rate_s = "inf" if rate_of(rr) == "inf" else fmt(f.amount("request_rate", positive=True))
     maxc = f.count("max_concurrency")
-    conc = fmt(maxc) if maxc is not None else (
+    conc = fmt(maxc) if maxc is not None else None if doc_has(f, "max_concurrency") else (
         "all requests at once" if rate_s == "inf" else ("no cap" if rate_s is not None else None))
     sp = doc.get("sampling_params")
     sampling: dict[str, Any] = sp if isinstance(sp, dict) else {}
