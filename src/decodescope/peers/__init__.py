@@ -1,9 +1,9 @@
 """Other tools' result files, read as imported runs (docs/peers.md, "Importing their results").
 
 One module per tool. Each has `TOOL` (the tool's name, as every sentence about the side says
-it), `FILES` (the files it reads, for messages), `DECODE_FROM` (where its per-request decode rate comes from) and
-`parse(src: Source) -> list[Parsed] | None` (None: not its format; one `Parsed` per result in
-the file). To add a tool: write its module beside these, using `peers.common`, and add it to
+it), `FILES` (the files it reads, for messages), `DECODE_FROM` (where its per-request decode
+rate comes from) and `parse(src: Source) -> list[Parsed] | None` (None: not its format; one
+`Parsed` per result in the file). To add a tool: write its module beside these, using `peers.common`, and add it to
 `READERS` (the order they are tried in: the first that recognises a file reads it).
 
 `read_file(path)` reads one file with the first reader that recognises it: one `PeerResult` per
