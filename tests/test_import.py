@@ -13,7 +13,8 @@ import pytest
 from peers_triage import probe_sim_and_triage
 
 from decodescope.cli.main import main
-from decodescope.store.peer_import import ELEMENTS, read_peer_file
+from decodescope.peers import ELEMENTS
+from decodescope.store.peer_import import read_peer_file
 from decodescope.verdict.imported import compare_imported
 from decodescope.verdict.side_values import Side
 

@@ -10,7 +10,8 @@ import pytest
 from peers_triage import probe_sim_and_triage
 
 from decodescope.cli.main import main
-from decodescope.store.peer_import import ELEMENTS, read_peer_file
+from decodescope.peers import ELEMENTS
+from decodescope.store.peer_import import read_peer_file
 
 PEERS = Path(__file__).parent / "data" / "peers"
 C2 = [PEERS / "aiperf-c2-1.json", PEERS / "aiperf-c2-2.json"]  # one workload, two runs

@@ -12,8 +12,9 @@ import pytest
 from peers_triage import probe_sim_and_triage
 
 from decodescope.cli.main import main
-from decodescope.store.peer_import import ELEMENTS, read_peer_file
-from decodescope.store.peer_inference_perf import read_config
+from decodescope.peers import ELEMENTS
+from decodescope.peers.inference_perf import read_config
+from decodescope.store.peer_import import read_peer_file
 
 PEERS = Path(__file__).parent / "data" / "peers"
 C2 = [PEERS / f"inference-perf-c2-{n}" / "summary_lifecycle_metrics.json" for n in (1, 2)]

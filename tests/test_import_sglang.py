@@ -12,6 +12,7 @@ import pytest
 from peers_triage import probe_sim_and_triage
 
 from decodescope.cli.main import main
+from decodescope.peers import read_file
 from decodescope.store.peer_import import read_peer_file
 
 PEERS = Path(__file__).parent / "data" / "peers"
@@ -60,12 +61,15 @@ def test_a_poisson_rate_and_drawn_lengths():
     assert r.elements["output max_tokens"] == f"uniform {lo}–{doc['random_output_len']}"
 
 
-def test_the_last_line_of_an_appended_file_is_imported(tmp_path):
+def test_every_line_of_an_appended_file_is_read_and_mixed_workloads_are_refused(tmp_path, capsys):
     f = tmp_path / "appended.jsonl"
     f.write_text(RATE.read_text() + C2[0].read_text())  # bench_serving appends to --output-file
-    r = read_peer_file(str(f))
-    assert r.elements["endpoint"] == "chat" and r.elements["concurrency"] == "2"
-    assert any("last one is imported" in n for n in r.notes)
+    rs = read_file(str(f))
+    assert [r.line for r in rs] == [1, 2]
+    assert rs[1].elements["endpoint"] == "chat" and rs[1].elements["concurrency"] == "2"
+    assert rs[0].elements["concurrency"] != "2"
+    assert main(["import", str(f), "--store", str(tmp_path / "r.sqlite")]) == 2
+    assert "different workloads" in capsys.readouterr().err
 
 
 def test_two_lines_of_one_workload_are_one_run_and_triage_against_a_probe_names_them(

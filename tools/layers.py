@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("__init__", "exitcodes", "errors", "redact", "signals", "console", "edge",
                     "markup")),
     ("records", ("records",)),
-    ("sources", ("caliber", "fingerprint", "engines", "sim")),
+    ("sources", ("caliber", "fingerprint", "engines", "sim", "peers")),
     ("instruments", ("probe", "telemetry", "store")),
     ("analysis", ("analysis",)),
     ("verdict", ("verdict",)),

@@ -1,31 +1,36 @@
-"""Same caliber? when a side is a peer's imported result (store/peer_import.py).
+"""Same caliber? when a side is another tool's imported result (read by decodescope.peers,
+stored by store/peer_import.py).
 
-An imported run carries the caliber elements its file recorded and "unknown" for the rest. A
-probe side's elements come from its caliber and what it realized. Compared element by element:
-- an element known on both sides and different → CALIBER_MISMATCH, naming every such element;
-- none differ, but some are unknown on either side → not established (INCONCLUSIVE), naming
-  the unknown elements that keep the two from being like-for-like;
-- every element known and the same → same caliber.
-Realized means (input / output tokens) compare within REALIZED_TOLERANCE.
+An imported run carries the caliber elements its files recorded and "unknown" for the rest. A
+probe side's elements come from its caliber and what it realized. Compared element by element.
+
+Two imports from the same tool — the user ran that tool's command on both stacks — are judged
+by the workload the files record; what the tool does not record is assumed the same, and named:
+- an element recorded on both sides and different, or recorded on one side only →
+  CALIBER_MISMATCH, naming each (realized means within WORKLOAD_TOLERANCE are the same: the
+  rule that makes files one workload in one `import`);
+- else, with at least one element recorded on both sides → established: "the same recorded
+  workload; not recorded by `vllm bench serve`: … — taken as the same on both sides";
+- nothing recorded on both sides → not established (INCONCLUSIVE).
+Realized length spans are shown, never decisive (they vary run to run).
+
+Any other pair (an import and a probe run, imports from two tools): the elements known on both
+sides are compared; one unknown on either side leaves the caliber not established — two tools
+are two commands, and nothing says they asked for the same.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from decodescope.peers.common import ELEMENTS, REALIZED_MEANS, WORKLOAD_TOLERANCE, same_realized
 from decodescope.records.stored_run import StoredRun
 from decodescope.verdict.types import CaliberComparison, CaliberRow
 
 if TYPE_CHECKING:
     from decodescope.verdict.side_values import Side
 
-REALIZED = ("input tokens (mean)", "output tokens (mean)")
-REALIZED_TOLERANCE = 0.05  # realized mean lengths within 5 % are the same
-# Elements whose value is a description, compared only when both sides know them exactly.
-ELEMENTS = ("model", "endpoint", "dataset", "dataset sha256", "input tokens (mean)",
-            "input length distribution", "output max_tokens", "output tokens (mean)",
-            "output length distribution", "ignore_eos", "temperature", "top_p", "top_k",
-            "concurrency", "request rate", "burstiness", "requests per trial")
+REALIZED_TOLERANCE = 0.05  # an import and a probe: realized mean lengths within 5 % are the same
 
 
 def imported_of(run: StoredRun) -> dict[str, Any] | None:
@@ -91,7 +96,7 @@ def _num(v: Any) -> str | None:
 
 
 def _same(k: str, a: str, b: str) -> bool:
-    if k in REALIZED:
+    if k in REALIZED_MEANS:
         try:
             x, y = float(a), float(b)
         except ValueError:
@@ -102,7 +107,84 @@ def _same(k: str, a: str, b: str) -> bool:
     return a == b
 
 
+def tool_of(side: Side) -> str | None:
+    imp = side.imported or {}
+    tool = imp.get("tool")
+    return str(tool) if tool else None
+
+
+def kind_words(side: Side) -> str:
+    """What a side is, in every sentence about it: "imported `vllm bench serve` files", "log
+    windows", "Prometheus windows", "probe runs"."""
+    tool = tool_of(side)
+    if tool:
+        return f"imported `{tool}` files"
+    if side.imported_from:
+        return f"imported files ({side.imported_from})"
+    if side.kind == "run":
+        return "probe runs"
+    return "Prometheus windows" if side.name.startswith("prom") else "log windows"
+
+
+def kinds_words(*sides: Side) -> str:
+    """The sides' kinds, each once: "imported `aiperf` files", "log windows and probe runs"."""
+    return " and ".join(dict.fromkeys(kind_words(s) for s in sides))
+
+
 def compare_imported(b: Side, c: Side) -> CaliberComparison:
+    tb, tc = tool_of(b), tool_of(c)
+    if tb and tb == tc:
+        return compare_recorded_workload(b, c, tb)
+    return _compare_elements(b, c)
+
+
+def compare_recorded_workload(b: Side, c: Side, tool: str) -> CaliberComparison:
+    """Two imports from one tool: established by the workload their files record; every
+    element the tool did not record on either side is assumed the same and named."""
+    eb, ec = b.elements or {}, c.elements or {}
+    realized = set((b.imported or {}).get("realized") or ()) | set(
+        (c.imported or {}).get("realized") or ())
+    rows: list[CaliberRow] = []
+    differ: list[str] = []
+    assumed: list[str] = []
+    shown: list[str] = []
+    compared: list[str] = []
+    for k in ELEMENTS:
+        vb, vc = eb.get(k), ec.get(k)
+        if k in realized:  # a realized span: shown, never decisive
+            if vb is not None and vc is not None:
+                rows.append(CaliberRow(k, vb, vc))
+                shown.append(k)
+            continue
+        if vb is None and vc is None:
+            assumed.append(k)
+            continue
+        if vb is None or vc is None:
+            who = c if vb is None else b
+            differ.append(f"{k} recorded on {who.name} only ({vb if vc is None else vc})")
+            continue
+        same = (same_realized(vb, vc, WORKLOAD_TOLERANCE) if k in REALIZED_MEANS
+                else _same(k, vb, vc))
+        rows.append(CaliberRow(k, vb, vb if same else vc))
+        compared.append(k)
+        if not same:
+            differ.append(f"{k} {vb} vs {vc}")
+    what = f"imported `{tool}` files"
+    tail = (f"; not recorded by `{tool}`: {', '.join(assumed)} — taken as the same on both "
+            "sides" if assumed else "")
+    spans = (f"; realized {', '.join(shown)} shown, not compared (they vary run to run)"
+             if shown else "")
+    if differ:
+        return CaliberComparison(False, f"no: {what}; the recorded workload differs: "
+                                 + "; ".join(differ) + tail, tuple(rows))
+    if not compared:
+        return CaliberComparison(None, f"not established: {what}; no element of the workload "
+                                       f"is recorded on both sides{tail}", tuple(rows))
+    return CaliberComparison(True, f"yes, by the recorded workload: {what}, the same "
+                                   f"{', '.join(compared)}{tail}{spans}", tuple(rows))
+
+
+def _compare_elements(b: Side, c: Side) -> CaliberComparison:
     eb, ec = b.elements or {}, c.elements or {}
     rows: list[CaliberRow] = []
     differ: list[str] = []

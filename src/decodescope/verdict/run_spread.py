@@ -209,6 +209,9 @@ def learn(candidates: Sequence[StoredRun], run: StoredRun) -> RunSpread:
     """The spread of `run`'s stack at `run`'s caliber, from the stored `candidates` (the runs
     of that caliber: store.runs.list_runs(caliber=identity))."""
     key = stack_key(run.fingerprint)
+    if key is None and (run.meta or {}).get("imported"):
+        return prior(0, why=f"run {run.id} is imported from another tool's files, which carry "
+                            "no stack fingerprint, so runs of its stack cannot be found")
     if key is None:
         return prior(0, why=f"run {run.id} has no stack fingerprint (probed with "
                             "--no-fingerprint, or the server could not be inspected), so "

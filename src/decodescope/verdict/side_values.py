@@ -89,6 +89,7 @@ class Side:
     # peer's result file and the run compared with it (verdict/imported.py).
     elements: dict[str, str | None] | None = None
     imported_from: str | None = None
+    imported: dict[str, Any] | None = None  # the run's `imported` record (tool, realized, ...)
 
     @property
     def speculative(self) -> bool | None:
@@ -284,9 +285,9 @@ def side_from_runs(runs: Sequence[StoredRun], name: str | None = None) -> Side:
     when = _fmt_epoch(first.created_at)
     lab = ", ".join(f"{k}={v}" for k, v in first.labels.items())
     source = f"{label}: probe, {when}" + (f", label {lab}" if lab else "")
-    from decodescope.verdict.imported import imported_label, run_elements
+    from decodescope.verdict.imported import imported_label, imported_of, run_elements
 
-    imported = imported_label(first)  # a peer's result file (store/peer_import.py)
+    imported = imported_label(first)  # a peer's result file (decodescope.peers, stored by store/peer_import.py)
     if imported:
         source = f"{label}: imported from {imported}, {when}" + (f", label {lab}" if lab else "")
     if first.simulated:
@@ -301,7 +302,7 @@ def side_from_runs(runs: Sequence[StoredRun], name: str | None = None) -> Side:
         length_decay_pct=statistics.fmean(decays) if decays else None, run_ids=ids,
         notes=tuple(notes), stalls=stalls, caliber_missed="; ".join(missed) or None,
         caliber_path=cpath, elements=run_elements(first) if len(runs) == 1 else None,
-        imported_from=imported,
+        imported_from=imported, imported=imported_of(first) if len(runs) == 1 else None,
     )
 
 

@@ -6,6 +6,7 @@ import shlex
 
 from decodescope.verdict import thresholds as th
 from decodescope.verdict.advice import metrics_how, side_engine, spec_flags
+from decodescope.verdict.imported import kinds_words, tool_of
 from decodescope.verdict.rate_change import Decomposition, share
 from decodescope.verdict.side_values import Side
 from decodescope.verdict.stats import Change, pct
@@ -47,15 +48,18 @@ def _arrow(ctx: Context, metric: str, fmt: str = "{:.1f}") -> str:
 
 
 def _windows(ctx: Context) -> str:
-    """What the window sides are: "log windows", "Prometheus windows", or both."""
-    kinds = dict.fromkeys("Prometheus" if s.name.startswith("prom") else "log"
-                          for s in (ctx.baseline, ctx.current) if s.kind != "run")
-    return " and ".join(kinds or ["log"]) + " windows"
+    """What the sides without a probe's caliber are: "log windows", "Prometheus windows",
+    "imported `vllm bench serve` files", or several of them (verdict.imported.kind_words)."""
+    sides = [s for s in (ctx.baseline, ctx.current) if s.kind != "run" or s.imported_from]
+    return kinds_words(*sides) if sides else "log windows"
 
 
 def _where(ctx: Context) -> str:
     """How the caliber was established, for a REGRESSION / IMPROVEMENT headline."""
     b, c = ctx.baseline, ctx.current
+    if ctx.caliber.same and (b.imported_from or c.imported_from):
+        return (f"(the same recorded workload of {_windows(ctx)}; what they do not record "
+                "assumed the same)")
     if not ctx.caliber.same:
         return f"(caliber unknown: {_windows(ctx)})"
     if b.caliber_identity and c.caliber_identity:
@@ -146,6 +150,10 @@ def headline(ctx: Context) -> tuple[str, list[str]]:
             head = (f"{word} — stalls: the server paused inside the outputs "
                     f"({_stall_text(ctx.baseline)} → {_stall_text(ctx.current)}) {where}; "
                     "between stalls the decode rate did not move. Not a step-rate change.")
+        elif ctx.cause == "step rate" and s.status == "no_data":  # by the identity
+            head = (f"{word} — decode rate {_dir(d)} {pct(abs(d.rel or 0.0)).lstrip('+')} {where}"
+                    f", MAL unchanged: the step rate carries it (decode = step rate × MAL; the "
+                    f"step rate itself is not measured) (engine / hardware side).")
         elif ctx.cause == "step rate":
             head = (f"{word} — step rate {_dir(s)} {pct(abs(s.rel or 0.0)).lstrip('+')} {where} "
                     f"(engine / hardware side).")
@@ -270,6 +278,8 @@ def _is_builtin(ref: str) -> bool:
 def _caliber_hint(ctx: Context) -> str | None:
     """For a file caliber whose file is unknown: which file the user must pass."""
     for side in (ctx.baseline, ctx.current):
+        if side.imported_from:  # no caliber file: the other tool's command is the workload
+            continue
         if side.caliber_ref and not side.caliber_path and not _is_builtin(side.caliber_ref):
             return (f"--caliber takes the .toml file that defined {side.caliber_ref} (identity "
                     f"{side.caliber_identity}); its path was not stored with the run")
@@ -286,6 +296,10 @@ def _fp_advice(ctx: Context) -> str:
         return ("Log windows carry no fingerprint: compare the two launches' command lines and "
                 "the backend selection lines (`Using ... backend`) in the logs, or probe both "
                 "stacks (a probe stores a fingerprint).")
+    if b.imported_from or c.imported_from:
+        kinds = _windows(ctx)
+        return (f"{kinds[0].upper() + kinds[1:]} carry no fingerprint: compare the two launches' "
+                "command lines, or probe both stacks (a probe stores a fingerprint).")
     missing = ", ".join(x.name for x in (b, c) if not x.fingerprint)
     return (f"No fingerprint stored for {missing}: probe again with the fingerprint on (the "
             "default) to see what changed (launch cmdline, engine version, packages, GPU clocks).")
@@ -323,6 +337,13 @@ def _next_steps(ctx: Context) -> list[str]:
     probe = f"decodescope probe {url} --caliber {cal}"
     sel_b = ctx.baseline.name.removeprefix("run ") if ctx.baseline.kind == "run" else ctx.baseline.name
     if ctx.kind == "CALIBER_MISMATCH":
+        tool = tool_of(ctx.baseline) or tool_of(ctx.current)
+        if tool:
+            return [f"To compare like-for-like, run `{tool}` on the current stack with the "
+                    "baseline's workload (the elements that differ above), then import its "
+                    "files and triage again:",
+                    "  decodescope import FILE...",
+                    f"  decodescope triage last --baseline {sel_b}"]
         if ctx.baseline.caliber_ref:
             return ["To compare with the baseline's number, probe its caliber on the current stack "
                     "and triage again:",
