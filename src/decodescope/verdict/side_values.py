@@ -19,6 +19,7 @@ from decodescope.caliber.spec import Caliber
 from decodescope.records.stored_run import StoredRun
 from decodescope.records.window import EngineWindow
 from decodescope.verdict import thresholds as th
+from decodescope.verdict.imported_run import imported_label, imported_of, run_elements
 
 SideKind = Literal["run", "log"]
 METRICS = ("decode_rate", "engine_decode_rate", "mal", "tokens_per_step", "step_rate", "running")
@@ -285,8 +286,6 @@ def side_from_runs(runs: Sequence[StoredRun], name: str | None = None) -> Side:
     when = _fmt_epoch(first.created_at)
     lab = ", ".join(f"{k}={v}" for k, v in first.labels.items())
     source = f"{label}: probe, {when}" + (f", label {lab}" if lab else "")
-    from decodescope.verdict.imported import imported_label, imported_of, run_elements
-
     imported = imported_label(first)  # a peer's result file (decodescope.peers, stored by store/peer_import.py)
     if imported:
         source = f"{label}: imported from {imported}, {when}" + (f", label {lab}" if lab else "")
