@@ -68,11 +68,7 @@ def evidence_rows(ctx: Context) -> list[EvidenceRow]:
         rows.append(EvidenceRow(
             "what carries the delta?", dec.describe(),
             "same" if dec.split_known else "unknown",
-            f"ln(D2/D1) = {dec.log_decode:+.3f}"
-            + (f" = ln(S2/S1) {dec.log_step:+.3f} + ln({_sym(dec.acceptance_metric)}2/"
-               f"{_sym(dec.acceptance_metric)}1) {dec.log_mal:+.3f}"
-               if dec.split_known else "")
-            + f"  [{dec.basis}]"))
+            dec.equation() + f"  [{dec.basis}]"))
     if ctx.decode_source.startswith("mixed"):
         rows.append(EvidenceRow(
             "same decode source?", f"no: {ctx.decode_source}", "changed",
@@ -140,11 +136,6 @@ def _content_spec_off(ctx: Context, off: str) -> EvidenceRow:
         f"speculative decoding {off} on the current side: content shows in MAL only where the "
         "server drafts; the decode change splits by tokens per step "
         f"({_g2(b.typical('tokens_per_step'))} → {_g2(c.typical('tokens_per_step'))})")
-
-
-def _sym(metric: str) -> str:
-    """The identity's symbol of the acceptance factor: M (MAL) or T (tokens per step)."""
-    return "T" if metric == "tokens per step" else "M"
 
 
 def _share(v: float | None) -> str:
