@@ -8,7 +8,7 @@ from decodescope.records.evidence import EvidenceRow
 from decodescope.verdict import thresholds as th
 from decodescope.verdict.bands import describe
 from decodescope.verdict.decide import spec_state
-from decodescope.verdict.side_values import Side, coverage_differs
+from decodescope.verdict.side_values import Side, coverage_differs, windows_words
 from decodescope.verdict.stats import Change
 from decodescope.verdict.types import Context, changed_word, fmt_num
 
@@ -147,8 +147,8 @@ def _foreign(b: Side, c: Side) -> EvidenceRow:
     if flagged:
         return EvidenceRow("foreign load", "; ".join(str(f) for f in flagged), "changed")
     if b.kind == "log" and c.kind == "log":
-        return EvidenceRow("foreign load", "not applicable to log windows (no probe); see running "
-                           "requests", "unknown")
+        return EvidenceRow("foreign load", f"not applicable to {windows_words(b, c)} (no probe); "
+                           "see running requests", "unknown")
     return EvidenceRow("foreign load", "none seen", "same")
 
 
@@ -172,8 +172,9 @@ def fingerprint_rows(b: Side, c: Side) -> list[EvidenceRow]:
         missing = [x.name for x in (b, c) if not x.fingerprint]
         return [EvidenceRow("stack fingerprint", f"unknown: none stored for {', '.join(missing)}",
                             "unknown",
-                            "log windows carry no fingerprint; probes store one unless "
-                            "--no-fingerprint" if any(x.kind == "log" for x in (b, c)) else None)]
+                            f"{windows_words(b, c)} carry no fingerprint; probes store one "
+                            "unless --no-fingerprint" if any(x.kind == "log" for x in (b, c))
+                            else None)]
     return []
 
 

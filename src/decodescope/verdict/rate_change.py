@@ -150,11 +150,9 @@ def decompose(b: Side, c: Side, changes: dict[str, Change]) -> Decomposition | N
     # the split is known, never "needs engine MAL".
     # With partial drafting on either side (a drafter that drafts only where it finds a match)
     # D = S × tokens per step holds and D = S × MAL does not: the split must be the one that
-    # closes, so tokens per step is the factor then, labelled so.
-    partial = b.drafts_every_step is False or c.drafts_every_step is False
+    # closes, so tokens per step is the factor then, labelled so (steps_are_the_factor).
     use_tps = (tps is not None and tps.baseline is not None and tps.current is not None
-               and (steps_are_the_factor(b, c) or partial
-                    or changes["mal"].status == "no_data"))
+               and (steps_are_the_factor(b, c) or changes["mal"].status == "no_data"))
     m = tps if (use_tps and tps is not None) else changes["mal"]
     metric = "tokens per step" if use_tps else "MAL"
     if d.baseline is None or d.current is None:

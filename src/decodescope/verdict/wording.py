@@ -7,7 +7,7 @@ import shlex
 from decodescope.verdict import thresholds as th
 from decodescope.verdict.advice import metrics_how, side_engine, spec_flags
 from decodescope.verdict.rate_change import Decomposition, share
-from decodescope.verdict.side_values import Side
+from decodescope.verdict.side_values import Side, windows_words
 from decodescope.verdict.stats import Change, pct
 from decodescope.verdict.types import Context, acceptance
 
@@ -48,9 +48,7 @@ def _arrow(ctx: Context, metric: str, fmt: str = "{:.1f}") -> str:
 
 def _windows(ctx: Context) -> str:
     """What the window sides are: "log windows", "Prometheus windows", or both."""
-    kinds = dict.fromkeys("Prometheus" if s.name.startswith("prom") else "log"
-                          for s in (ctx.baseline, ctx.current) if s.kind != "run")
-    return " and ".join(kinds or ["log"]) + " windows"
+    return windows_words(ctx.baseline, ctx.current)
 
 
 def _where(ctx: Context) -> str:
