@@ -14,8 +14,8 @@ from typing import Any
 
 import click
 
-from decodescope.cli.common import emit, store_option, to_jsonable
 from decodescope.analysis.reported import quantities_of, speculative_of
+from decodescope.cli.common import emit, store_option, to_jsonable
 from decodescope.console import json_option
 from decodescope.errors import StoreError
 from decodescope.records.quantity import POOLED
@@ -157,6 +157,8 @@ def export_cmd(runs: tuple[str, ...], fmt: str, table: str, output: str | None,
         from decodescope.report.distributions import run_distributions
 
         docs = [with_iso(to_jsonable({**r.to_dict(), "headline": dataclasses.asdict(headline(r.result)),
+                                      "quantities": {k: q.to_dict() for k, q in
+                                                     quantities_of(r.result).items()},
                                       "distributions": run_distributions(r)})) for r in loaded]
         head = {"schema_version": SCHEMA_VERSION, "exported_at": iso(time.time())}
         doc = ({**head, "kind": "decodescope.run", "run": docs[0]} if len(docs) == 1

@@ -113,8 +113,10 @@ def carrier_why(d: Change, parts: list[tuple[str, Change]]) -> tuple[str | None,
     from decodescope.verdict.stats import holm
 
     if not d.changed:
-        return None, (f"the decode rate did not change ({d.describe()}): no component carries it"
-                      if d.status != "no_data" else None)
+        if d.status == "no_data":
+            return None, None
+        what = "could not be decided" if d.status == "undecidable" else "did not change"
+        return None, f"the decode rate {what} ({d.describe()}): no component carries it"
     if not parts:
         return None, None
     rejects = holm([x.p_value for _, x in parts])
