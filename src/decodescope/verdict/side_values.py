@@ -227,9 +227,10 @@ def kind_words(side: Side) -> str:
 
 
 def windows_words(b: Side, c: Side) -> str:
-    """The window sides of a pair, named: "log windows", "Prometheus windows", or both."""
+    """The window sides of a pair, named: "log windows", "Prometheus windows", or both; a pair
+    of runs by their kinds ("imported runs"), never as windows."""
     kinds = dict.fromkeys(kind_words(s) for s in (b, c) if s.kind != "run")
-    return " and ".join(kinds) or "log windows"
+    return " and ".join(kinds or dict.fromkeys(kind_words(s) + "s" for s in (b, c)))
 
 
 def steps_are_the_factor(b: Side, c: Side) -> bool:
