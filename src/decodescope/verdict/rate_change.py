@@ -87,7 +87,7 @@ class Decomposition:
         return f"{shares}; {self.no_carrier or 'no component carries it beyond noise'}"
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "log_rest": self.log_rest, "equation": self.equation()}
 
 
 def share(x: float) -> str:
