@@ -134,7 +134,7 @@ def run_quantities(result: dict[str, Any]) -> dict[str, Quantity]:
     # The decision needs per-trial engine rates, so the engine's is then a median too.
     out["decode_rate"] = out["engine_decode_rate" if decision["source"] == "engine"
                              else "client_decode_rate"]
-    return out
+    return _no_drafts(out)
 
 
 def quantities_of(result: dict[str, Any] | None) -> dict[str, Quantity]:
@@ -151,7 +151,7 @@ def quantities_of(result: dict[str, Any] | None) -> dict[str, Quantity]:
             return _no_drafts({k: Quantity.from_dict(v) for k, v in stored.items()})
         except (KeyError, TypeError, ValueError):
             pass  # a result written by another version: rebuild from its trials
-    return _no_drafts(run_quantities(res))
+    return run_quantities(res)
 
 
 def speculative_of(qs: dict[str, Quantity]) -> bool | None:
