@@ -16,6 +16,7 @@ import pytest
 from test_triage_support import seed_windows, store_run, trial
 
 from decodescope.cli.main import main
+from decodescope.records.quantity import Quantity
 from decodescope.store import runs as sr
 from decodescope.store.db import Store
 from decodescope.verdict.rate_change import Decomposition, carrier_why
@@ -213,3 +214,68 @@ def test_carrier_row_repeats_the_component_rows_judgements():
     # carried: the name, no reason
     mal_tight = relative_change("MAL", [3.0, 3.02, 2.98, 3.01], [2.2, 2.21, 2.19, 2.2])
     assert carrier_why(decode, [("MAL", mal_tight), ("step rate", step)]) == ("MAL", None)
+
+
+SIM_CALIBER = """
+name = "sim-code"
+version = 1
+description = "short code rewrite for the one-record test"
+task_class = "rewrite"
+thinking = false
+endpoint = "chat"
+concurrency = 1
+
+[prompt]
+content_class = "code"
+material = "code"
+material_seed = 3
+blocks = 1
+task = "Rewrite the code above."
+
+[output]
+max_tokens = 300
+min_tokens = 300
+ignore_eos = true
+steady_state_start = 16
+
+[sampling]
+temperature = 0.0
+"""
+
+
+@pytest.mark.timeout(120)
+def test_a_simulated_probe_run_shows_one_record_everywhere(tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]):
+    """The same over a real stored run: a probe of the simulated engine (stored quantities)."""
+    from decodescope.sim import SimConfig, SimServer
+
+    store = str(tmp_path / "runs.sqlite")
+    cal = tmp_path / "sim-code.toml"
+    cal.write_text(SIM_CALIBER)
+    handle = SimServer(SimConfig(time_scale=0.2, seed=1, batch_slowdown=0.0)).start_in_thread()
+    try:
+        assert main(["probe", handle.url, "--caliber", str(cal), "--trials", "2",
+                     "--store", store, "--no-fingerprint", "--scrape-interval", "0.05",
+                     "--json"]) == 0
+    finally:
+        handle.stop()
+    capsys.readouterr()
+    row = json.loads(_out(capsys, ["runs", "list", "--store", store, "--json"]))[0]
+    rid = row["id"]
+    qs = row["quantities"]
+    assert qs["mal"]["value"] is not None and qs["decode_rate"]["value"] is not None
+    shown = json.loads(_out(capsys, ["runs", "show", str(rid), "--store", store, "--json"]))
+    rep = json.loads(_out(capsys, ["report", str(rid), "--store", store, "--format", "json"]))
+    exported = json.loads(_out(capsys, ["runs", "export", str(rid), "--store", store]))
+    for doc in (shown["quantities"], rep["runs"][0]["quantities"], exported["run"]["quantities"]):
+        assert doc["mal"] == qs["mal"] and doc["decode_rate"] == qs["decode_rate"]
+    csv_row = next(csv.DictReader(io.StringIO(_out(
+        capsys, ["runs", "export", str(rid), "--store", store, "--format", "csv"]))))
+    assert float(csv_row["mal"]) == pytest.approx(qs["mal"]["value"])
+    assert float(csv_row["decode_rate_tok_s"]) == pytest.approx(qs["decode_rate"]["value"])
+    mal_q = Quantity.from_dict(qs["mal"])
+    assert csv_row["mal_statistic"] == mal_q.basis_text() == row["mal_statistic"]
+    md = _out(capsys, ["report", str(rid), "--store", store, "--format", "md"])
+    assert f"| MAL | — | {mal_q.cell()}" in md
+    assert rep["side_by_side"][0]["mal"] == mal_q.cell()
+    assert mal_q.number() in _out(capsys, ["runs", "list", "--store", store])
