@@ -3,7 +3,12 @@ beside a report that says "1 by definition"."""
 
 from __future__ import annotations
 
-from decodescope.cli.runs import run_speculative
+from decodescope.analysis.reported import quantities_of, speculative_of
+
+
+def run_speculative(result: dict | None) -> bool | None:
+    """The rule moved out of cli/runs.py: the run's MAL record says it (analysis.reported)."""
+    return speculative_of(quantities_of(result))
 
 
 def _trials(**engine: float | None) -> dict:
@@ -12,19 +17,19 @@ def _trials(**engine: float | None) -> dict:
 
 
 def test_steps_without_drafts_is_speculation_off() -> None:
-    assert run_speculative(_trials(tokens_per_step=1.0, mal=None), None) is False
+    assert run_speculative(_trials(tokens_per_step=1.0, mal=None)) is False
 
 
 def test_a_mal_is_speculation_on() -> None:
-    assert run_speculative(_trials(tokens_per_step=2.5, mal=2.5), 2.5) is True
+    assert run_speculative(_trials(tokens_per_step=2.5, mal=2.5)) is True
 
 
 def test_no_engine_counts_says_nothing() -> None:
-    assert run_speculative(_trials(tokens_per_step=None), None) is None
-    assert run_speculative(None, None) is None
+    assert run_speculative(_trials(tokens_per_step=None)) is None
+    assert run_speculative(None) is None
     # a failed trial's counts do not speak for the run
-    assert run_speculative({"trials": [{"status": "failed", "engine_tokens_per_step": 1.0}]},
-                        None) is None
+    assert run_speculative({"trials": [{"status": "failed", "engine_tokens_per_step": 1.0}]}
+                           ) is None
 
 
 def test_demo_numbers_side_by_side_say_no_drafts_as_runs_list_does() -> None:

@@ -131,5 +131,6 @@ def test_numbers_side_by_side_mixes_stored_runs_and_log_windows(tmp_path, seed_s
     assert run_row.startswith(f"| chat-short-3k@1 ({run_side.caliber_identity}): chat task, "
                               "short prompt, thinking on, out 3000")
     assert "| 94.1–107.8 (client); engine geomean" in run_row
-    assert "| 2.62–3.14 |" in run_row
+    # MAL as the verdict compares it: its statistic named, the trials' range beside it
+    assert "| 2.87 geomean (n=2); trials 2.62–3.14 |" in run_row
     assert run_row.endswith("label tag=tonight |")

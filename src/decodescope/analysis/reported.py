@@ -134,19 +134,47 @@ def run_quantities(result: dict[str, Any]) -> dict[str, Quantity]:
     # The decision needs per-trial engine rates, so the engine's is then a median too.
     out["decode_rate"] = out["engine_decode_rate" if decision["source"] == "engine"
                              else "client_decode_rate"]
-    return out
+    return _no_drafts(out)
 
 
 def quantities_of(result: dict[str, Any] | None) -> dict[str, Quantity]:
-    """The stored quantities (as records), or the same built from an older result."""
+    """The run's reported numbers as records — the one function every output of a run calls
+    (`runs list`, `runs show`, `probe`, the reports, the CSV export, the demos' side by side):
+    `decode_rate` (the deciding source's), `client_decode_rate`, `engine_decode_rate`,
+    `step_rate`, `mal`, `tokens_per_step`, each with its statistic, basis and source. The
+    stored records when the result carries them, else the same built from its trials (a
+    result of an older version). None of the outputs recomputes a number of its own."""
     res = result or {}
     stored = res.get("quantities")
     if isinstance(stored, dict) and stored:
         try:
-            return {k: Quantity.from_dict(v) for k, v in stored.items()}
+            return _no_drafts({k: Quantity.from_dict(v) for k, v in stored.items()})
         except (KeyError, TypeError, ValueError):
             pass  # a result written by another version: rebuild from its trials
     return run_quantities(res)
+
+
+def speculative_of(qs: dict[str, Quantity]) -> bool | None:
+    """Speculative decoding as the run's numbers show it: True with a MAL, False when the
+    engine counted steps but no drafts (MAL 1 by definition — the rule
+    `verdict.decide.spec_state` applies to a side), None when the engine said neither."""
+    mal = qs.get("mal")
+    if mal is None:
+        return None
+    if mal.value is not None:
+        return True
+    return False if mal.withheld == NO_DRAFTS else None
+
+
+def _no_drafts(qs: dict[str, Quantity]) -> dict[str, Quantity]:
+    """A run whose engine counted tokens per step but no MAL drafted nothing: its MAL record
+    says so (withheld: 1 by definition), under the statistic of its tokens per step."""
+    mal, tps = qs.get("mal"), qs.get("tokens_per_step")
+    if (mal is not None and mal.value is None and not mal.withheld and tps is not None
+            and tps.value is not None):
+        qs = {**qs, "mal": Quantity(mal.name, None, mal.unit, tps.statistic, tps.n, tps.basis,
+                                    tps.source, withheld=NO_DRAFTS, digits=mal.digits)}
+    return qs
 
 
 def _median_q(name: str, xs: list[Any], unit: str, source: Any, digits: int) -> Quantity:

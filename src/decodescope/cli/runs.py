@@ -14,12 +14,14 @@ from typing import Any
 
 import click
 
+from decodescope.analysis.reported import quantities_of, speculative_of
 from decodescope.cli.common import emit, store_option, to_jsonable
 from decodescope.console import json_option
 from decodescope.errors import StoreError
+from decodescope.records.quantity import POOLED
 from decodescope.records.stored_run import StoredRun
 from decodescope.redact import redact_output
-from decodescope.report.headline import headline, median_or_none
+from decodescope.report.headline import headline
 from decodescope.report.iso import iso, with_iso
 from decodescope.report.runs_table import TABLES, to_csv
 from decodescope.report.runs_table import rows as export_rows
@@ -65,50 +67,42 @@ def list_cmd(caliber: str | None, label: str | None, limit: int, store_path: str
             [[str(r["id"]), r["created_at"], r["status"], r["caliber"] or "-",
               r["identity"] or "-", (r["engine"] or "-") + (" (sim)" if r["simulated"] else ""),
               _f(r["decode_rate"]), r["decode_source"] or "-",
-              "1 (no drafts)" if r["speculative"] is False else _f(r["mal"], "{:.2f}"),
+              _mal_cell(r),
               ",".join(f"{k}={v}" for k, v in r["labels"].items())] for r in rows],
             right=(0, 6, 8))
         return (table + "\ndecode tok/s: per request, median over trials, from the source the "
-                f"verdict uses (the engine's when it has per-trial numbers)\nstore: {path}")
+                "verdict uses (the engine's when it has per-trial numbers); MAL: the engine's, "
+                "median over trials (pooled: the engine's pooled counts, where no trial has "
+                f"one)\nstore: {path}")
 
     emit(rows, as_json, text)
 
 
 def _list_row(r: StoredRun) -> dict[str, Any]:
     head = headline(r.result)
-    mal = _engine_mal(r.result)
+    qs = quantities_of(r.result)  # the run's reported numbers, as every output shows them
     return {
         "id": r.id, "created_at": _when(r.created_at), "created_at_iso": iso(r.created_at),
         "status": r.status, "caliber": r.caliber_ref, "identity": r.caliber_identity,
         "engine": r.engine, "simulated": r.simulated, "model": r.model, "labels": r.labels,
         "decode_rate": head.decode_rate, "decode_source": head.source,
-        "decode_trials": head.trials,
-        "decode_rate_client": ((r.result or {}).get("client", {}).get("decode_rate") or {}).get("median"),
-        "mal": mal, "speculative": run_speculative(r.result, mal),
+        "decode_trials": head.trials, "decode_statistic": qs["decode_rate"].basis_text(),
+        "decode_rate_client": qs["client_decode_rate"].value,
+        "mal": qs["mal"].value, "mal_statistic": qs["mal"].basis_text(),
+        "speculative": speculative_of(qs),
+        "quantities": {k: q.to_dict() for k, q in qs.items()},
         "caliber_status": (r.result or {}).get("caliber_status"),
     }
 
 
-def run_speculative(result: dict | None, mal: float | None) -> bool | None:
-    """False when the engine counted steps but no drafts (speculative decoding off: MAL is 1
-    by definition, as the report says), True with a MAL, None when the engine said neither —
-    the rule `verdict.decide.spec_state` applies to a side."""
-    if mal is not None:
-        return True
-    ok = [t for t in (result or {}).get("trials") or [] if t.get("status") == "ok"]
-    return False if any(t.get("engine_tokens_per_step") is not None for t in ok) else None
-
-
-def _engine_mal(result: dict | None) -> float | None:
-    per_trial = median_or_none([t.get("engine_mal") for t in (result or {}).get("trials") or []
-                                if t.get("status") == "ok"])
-    if per_trial is not None:
-        return per_trial
-    for src in ("prometheus", "log", "request"):
-        v = ((result or {}).get("engine") or {}).get(src)
-        if v and v.get("mal") is not None:
-            return v["mal"]
-    return None
+def _mal_cell(r: dict[str, Any]) -> str:
+    """MAL as the run's record has it: '1 (no drafts)' when the engine counted steps but no
+    drafts, the pooled count marked as such (the footer names the default statistic)."""
+    if r["speculative"] is False:
+        return "1 (no drafts)"
+    q = r["quantities"]["mal"]
+    return _f(r["mal"], "{:.2f}") + (" pooled" if r["mal"] is not None
+                                     and q["statistic"] == POOLED else "")
 
 
 @command.command("show")
@@ -163,6 +157,8 @@ def export_cmd(runs: tuple[str, ...], fmt: str, table: str, output: str | None,
         from decodescope.report.distributions import run_distributions
 
         docs = [with_iso(to_jsonable({**r.to_dict(), "headline": dataclasses.asdict(headline(r.result)),
+                                      "quantities": {k: q.to_dict() for k, q in
+                                                     quantities_of(r.result).items()},
                                       "distributions": run_distributions(r)})) for r in loaded]
         head = {"schema_version": SCHEMA_VERSION, "exported_at": iso(time.time())}
         doc = ({**head, "kind": "decodescope.run", "run": docs[0]} if len(docs) == 1

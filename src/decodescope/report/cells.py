@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from decodescope.analysis.reported import NO_DRAFTS
 from decodescope.records.quantity import Quantity
 from decodescope.report.document import RunSection
 
@@ -74,7 +75,8 @@ def mal(r: RunSection) -> str:
     if q is not None and q.value is not None:
         return q.cell() + (f"; windows {rng}" if rng else "")
     pool = r.engine_pool or {}
-    if pool.get("drafts") == 0 and pool.get("generation_tokens"):
+    if (pool.get("drafts") == 0 and pool.get("generation_tokens")) or (
+            q is not None and q.withheld == NO_DRAFTS):
         return "1 by definition (no drafts)"  # as the verdict's tables say it (spec_state)
     if q is not None and q.withheld and pooled is None:
         return q.cell()  # '— (why)', never a bare dash

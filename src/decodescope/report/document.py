@@ -13,7 +13,7 @@ from typing import Any
 
 from decodescope import __version__
 from decodescope.analysis.decay import decay_pct, withheld_reason
-from decodescope.analysis.reported import deciding_of, quantities_of
+from decodescope.analysis.reported import deciding_of, quantities_of, speculative_of
 from decodescope.records.stored_run import StoredRun
 from decodescope.report import curves, verdict_md
 from decodescope.report.comparison import Comparison, Judge, compare, with_result
@@ -141,11 +141,23 @@ def log_window_run(side: Side, windows: Sequence[Any], selector: str, run_id: in
 
 
 def side_by_side_row(run: StoredRun, side: Side | None = None) -> dict[str, str]:
-    """One row of the seed's "Numbers side by side" table, worded as `decodescope triage`
-    words it (report.verdict_md), so the report and the verdict agree cell for cell."""
+    """One row of the seed's "Numbers side by side" table. A stored run's decode rate and MAL
+    are its reported quantities (analysis.reported.quantities_of: the records its section,
+    `runs list`, `runs show` and the CSV export show, statistic named), so one document never
+    shows a run's MAL under two statistics; an engine-log window's are its verdict side's
+    (report.verdict_md, as `decodescope triage` words them)."""
     side = side or side_from_runs([run])
-    return {"caliber": verdict_md.caliber_cell(side), "decode": verdict_md.decode_cell(side),
-            "mal": verdict_md.mal_cell(side), "source": side.source}
+    res = run.result or {}
+    if not res.get("trials"):
+        return {"caliber": verdict_md.caliber_cell(side), "decode": verdict_md.decode_cell(side),
+                "mal": verdict_md.mal_cell(side), "source": side.source}
+    qs = quantities_of(res)
+    head = qs["decode_rate"]
+    decode = head.cell() + (f" ({head.source})" if head.value is not None and head.source
+                            else "")
+    mal = ("1 by definition (no drafts)" if speculative_of(qs) is False else qs["mal"].cell())
+    return {"caliber": verdict_md.caliber_cell(side), "decode": decode, "mal": mal,
+            "source": side.source}
 
 
 def run_section(run: StoredRun, color: int) -> RunSection:

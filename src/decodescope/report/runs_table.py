@@ -13,6 +13,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from decodescope.analysis.reported import quantities_of
+from decodescope.records.quantity import Quantity
 from decodescope.records.request_metrics import compute
 from decodescope.records.stored_run import StoredRun
 from decodescope.report.distributions import _tpot, run_distributions
@@ -37,6 +39,7 @@ def run_row(run: StoredRun, dist: dict[str, Any] | None = None) -> dict[str, Any
     res = run.result or {}
     dist = dist if dist is not None else run_distributions(run)
     head = headline(res)
+    qs = quantities_of(res)  # the records `runs list`, `runs show` and the reports render
     ok = [t for t in res.get("trials") or [] if t.get("status") == "ok"]
     row: dict[str, Any] = {
         "run_id": run.id, "created_at": iso(run.created_at), "status": run.status,
@@ -45,13 +48,17 @@ def run_row(run: StoredRun, dist: dict[str, Any] | None = None) -> dict[str, Any
         **load_columns(run),
         "trials_ok": len(ok), "requests_ok": dist.get("requests"),
         "decode_rate_tok_s": head.decode_rate, "decode_rate_source": head.source,
-        "decode_rate_client_tok_s": median_or_none([t.get("decode_rate") for t in ok]),
-        "decode_rate_engine_tok_s": median_or_none([t.get("engine_decode_rate") for t in ok]),
+        "decode_rate_statistic": qs["decode_rate"].basis_text(),
+        "decode_rate_client_tok_s": qs["client_decode_rate"].value,
+        "decode_rate_engine_tok_s": qs["engine_decode_rate"].value,
+        "decode_rate_engine_statistic": _statistic(qs["engine_decode_rate"]),
         "output_throughput_all_tok_s": median_or_none([output_throughput_all(t) for t in ok]),
         "request_throughput_all_req_s": _median((dist.get("throughput") or {}).get(
             "request_throughput_all")),
-        "mal": median_or_none([t.get("engine_mal") for t in ok]),
-        "step_rate": median_or_none([t.get("engine_step_rate") for t in ok]),
+        "mal": qs["mal"].value, "mal_statistic": _statistic(qs["mal"]),
+        "tokens_per_step": qs["tokens_per_step"].value,
+        "tokens_per_step_statistic": _statistic(qs["tokens_per_step"]),
+        "step_rate": qs["step_rate"].value, "step_rate_statistic": _statistic(qs["step_rate"]),
     }
     lat = dist.get("latency") or {}
     for key in ("ttft_s", "ttfot_s", "itl_s", "tpot_s", "e2e_s"):
@@ -63,6 +70,12 @@ def run_row(run: StoredRun, dist: dict[str, Any] | None = None) -> dict[str, Any
     row["caliber_status"] = res.get("caliber_status")
     row["labels"] = json.dumps(run.labels, sort_keys=True) if run.labels else None
     return row
+
+
+def _statistic(q: Quantity) -> str | None:
+    """The statistic and basis of a quantity that has a value ('median over 3 trials',
+    'pooled counts of 6 engine windows'); empty beside an empty value."""
+    return q.basis_text() if q.value is not None else None
 
 
 def _median(d: dict[str, Any] | None) -> float | None:

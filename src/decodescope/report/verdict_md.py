@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from decodescope import markup
 from decodescope.caliber.spec import Caliber
 from decodescope.verdict.bands import DEFAULT_BANDS, Band, content_band
+from decodescope.verdict.reported import side_quantities
 from decodescope.verdict.side_values import Side
 from decodescope.verdict.triage import Verdict
 
@@ -70,11 +71,14 @@ def decode_cell(side: Side) -> str:
 
 
 def mal_cell(side: Side) -> str:
+    """The side's MAL record as the verdict compares it (verdict.reported.side_quantities:
+    the geometric mean of the units, named, with their range; else the pooled counts)."""
     if side.speculative is False:  # a log side without drafts prints MAL 1: no content signal
         return "1 by definition (no drafts)"
+    q = side_quantities(side, "engine", "baseline")["mal"]
     r = _range(side.values("mal"), "{:.2f}")
-    if r:
-        return r
+    if q.value is not None:
+        return q.cell() + (f"; {side.unit_name}s {r}" if r and "–" in r else "")
     m = side.median("mal")
     if m is None and side.values("tokens_per_step") and side.speculative is not True:
         return "1 by definition (no drafts)"  # verdict.decide.spec_state's rule: no MAL, T known

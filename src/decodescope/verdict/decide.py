@@ -32,9 +32,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from decodescope.verdict import thresholds as th
-from decodescope.verdict.imported import kinds_words
 from decodescope.verdict.rate_change import carrier
-from decodescope.verdict.side_values import Side, spec_state
+from decodescope.verdict.side_values import Side, spec_state, windows_words
 from decodescope.verdict.stats import Change, difference_interval, pct
 from decodescope.verdict.types import CaliberComparison, VerdictKind, acceptance
 
@@ -135,8 +134,8 @@ def decide(b: Side, c: Side, ch: dict[str, Change], cal: CaliberComparison, *,
         return Decision("CALIBER_MISMATCH", "caliber")
     if cal.same is None and not assume_same_caliber:
         return Decision("INCONCLUSIVE", "caliber unknown", None, (
-            f"the two sides' caliber could not be established ({kinds_words(b, c)}): a verdict "
-            "on the stack needs both measured under one caliber",))
+            f"the two sides' caliber could not be established ({windows_words(b, c)}): a "
+            "verdict on the stack needs both measured under one caliber",))
     notes: list[str] = []
     spec = spec_state(b, c)
     sb, sc = stall_share(b), stall_share(c)

@@ -8,7 +8,7 @@ from decodescope.records.evidence import EvidenceRow
 from decodescope.verdict import thresholds as th
 from decodescope.verdict.bands import describe
 from decodescope.verdict.decide import spec_state
-from decodescope.verdict.side_values import Side, coverage_differs
+from decodescope.verdict.side_values import Side, coverage_differs, windows_words
 from decodescope.verdict.stats import Change
 from decodescope.verdict.types import Context, changed_word, fmt_num
 
@@ -68,11 +68,7 @@ def evidence_rows(ctx: Context) -> list[EvidenceRow]:
         rows.append(EvidenceRow(
             "what carries the delta?", dec.describe(),
             "same" if dec.split_known else "unknown",
-            f"ln(D2/D1) = {dec.log_decode:+.3f}"
-            + (f" = ln(S2/S1) {dec.log_step:+.3f} + ln({_sym(dec.acceptance_metric)}2/"
-               f"{_sym(dec.acceptance_metric)}1) {dec.log_mal:+.3f}"
-               if dec.split_known else "")
-            + f"  [{dec.basis}]"))
+            dec.equation() + f"  [{dec.basis}]"))
     if ctx.decode_source.startswith("mixed"):
         rows.append(EvidenceRow(
             "same decode source?", f"no: {ctx.decode_source}", "changed",
@@ -142,11 +138,6 @@ def _content_spec_off(ctx: Context, off: str) -> EvidenceRow:
         f"({_g2(b.typical('tokens_per_step'))} → {_g2(c.typical('tokens_per_step'))})")
 
 
-def _sym(metric: str) -> str:
-    """The identity's symbol of the acceptance factor: M (MAL) or T (tokens per step)."""
-    return "T" if metric == "tokens per step" else "M"
-
-
 def _share(v: float | None) -> str:
     return "—" if v is None else f"{100 * min(max(v, 0.0), 1.0):.0f}%"
 
@@ -156,8 +147,8 @@ def _foreign(b: Side, c: Side) -> EvidenceRow:
     if flagged:
         return EvidenceRow("foreign load", "; ".join(str(f) for f in flagged), "changed")
     if b.kind == "log" and c.kind == "log":
-        return EvidenceRow("foreign load", "not applicable to log windows (no probe); see running "
-                           "requests", "unknown")
+        return EvidenceRow("foreign load", f"not applicable to {windows_words(b, c)} (no probe); "
+                           "see running requests", "unknown")
     return EvidenceRow("foreign load", "none seen", "same")
 
 
@@ -181,8 +172,9 @@ def fingerprint_rows(b: Side, c: Side) -> list[EvidenceRow]:
         missing = [x.name for x in (b, c) if not x.fingerprint]
         return [EvidenceRow("stack fingerprint", f"unknown: none stored for {', '.join(missing)}",
                             "unknown",
-                            "log windows carry no fingerprint; probes store one unless "
-                            "--no-fingerprint" if any(x.kind == "log" for x in (b, c)) else None)]
+                            f"{windows_words(b, c)} carry no fingerprint; probes store one "
+                            "unless --no-fingerprint" if any(x.kind == "log" for x in (b, c))
+                            else None)]
     return []
 
 

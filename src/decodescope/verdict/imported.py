@@ -50,24 +50,6 @@ def tool_of(side: Side) -> str | None:
     return str(tool) if tool else None
 
 
-def kind_words(side: Side) -> str:
-    """What a side is, in every sentence about it: "imported `vllm bench serve` files", "log
-    windows", "Prometheus windows", "probe runs"."""
-    tool = tool_of(side)
-    if tool:
-        return f"imported `{tool}` files"
-    if side.imported_from:
-        return f"imported files ({side.imported_from})"
-    if side.kind == "run":
-        return "probe runs"
-    return "Prometheus windows" if side.name.startswith("prom") else "log windows"
-
-
-def kinds_words(*sides: Side) -> str:
-    """The sides' kinds, each once: "imported `aiperf` files", "log windows and probe runs"."""
-    return " and ".join(dict.fromkeys(kind_words(s) for s in sides))
-
-
 def compare_imported(b: Side, c: Side) -> CaliberComparison:
     tb, tc = tool_of(b), tool_of(c)
     if tb and tb == tc:

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 from decodescope.verdict import thresholds as th
 from decodescope.verdict.bands import Band, bands_fit, content_band, describe
-from decodescope.verdict.side_values import Side
+from decodescope.verdict.side_values import Side, kind_words, windows_words
 from decodescope.verdict.types import CaliberComparison, fmt_num
 
 # MAL moving by more than this (relative) between two sides whose caliber is not established is
@@ -63,7 +63,7 @@ def _coverage_mismatch(b: Side, c: Side) -> str | None:
     lo, hi = sorted((vb, vc))
     if hi - lo < COVERAGE_DIFF_IS_CONTENT or (lo > 0 and hi / lo < COVERAGE_RATIO_IS_CONTENT):
         return None
-    return (f"unknown for log windows; the share of steps that drafted moved "
+    return (f"unknown for {windows_words(b, c)}; the share of steps that drafted moved "
             f"{100 * vb:.0f}% → {100 * vc:.0f}% under the same speculative settings "
             f"({_stack(b)}): a lookup speculator drafts only where the output repeats its "
             "context, so the content differs")
@@ -72,17 +72,20 @@ def _coverage_mismatch(b: Side, c: Side) -> str | None:
 def compare_log_calibers(b: Side, c: Side, bands: Sequence[Band]) -> CaliberComparison:
     """Same caliber? when at least one side is log windows (no caliber identity)."""
     rb, rc = b.median("running"), c.median("running")
+    win = windows_words(b, c)
     if rb is not None and rc is not None and abs(rb - rc) >= th.RUNNING_DIFF_IS_CONCURRENCY:
-        return CaliberComparison(False, f"unknown for log windows; running requests differ "
+        return CaliberComparison(False, f"unknown for {win}; running requests differ "
                                         f"({fmt_num(rb)} → {fmt_num(rc)}): a different concurrency")
     if b.caliber_asserted and c.caliber_asserted:
-        return CaliberComparison(True, "asserted by the user (--assume-same-caliber); the log "
-                                       "windows do not show it")
+        return CaliberComparison(True, "asserted by the user (--assume-same-caliber); the "
+                                       f"{win} do not show it")
     mb, mc = b.typical("mal"), c.typical("mal")  # the statistic the side table shows
     logs = [s for s in (b, c) if s.kind == "log"]
-    head = ("not established: " + (f"{c.name if b.kind == 'log' else b.name} is log windows "
-                                   "(no caliber)" if len(logs) == 1 else
-                                   "log windows carry no caliber"))
+    run = next((s for s in (b, c) if s.kind == "run"), None)
+    head = ("not established: " + (f"{logs[0].name} is {kind_words(logs[0])} (no caliber), "
+                                   f"{run.name} a {kind_words(run)}"
+                                   if len(logs) == 1 and run is not None else
+                                   f"{win} carry no caliber"))
     off = [s for s in (b, c) if s.spec_method == "off"]
     if len(off) == 1:
         return CaliberComparison(None, f"{head}; speculative decoding off on {off[0].name} "
@@ -108,10 +111,10 @@ def compare_log_calibers(b: Side, c: Side, bands: Sequence[Band]) -> CaliberComp
     scope = f" ({fits[0]})" if fits else ""
     if bb is not None and bc is not None:
         if bb.name != bc.name:
-            return CaliberComparison(False, f"unknown for log windows; MAL bands say different "
+            return CaliberComparison(False, f"unknown for {win}; MAL bands say different "
                                             f"content ({bb.name} → {bc.name}){scope}")
         return CaliberComparison(True, f"same content class by MAL band{scope}: {bb.name} on "
-                                       "both sides (log windows: the caliber itself is unknown)")
+                                       f"both sides ({win}: the caliber itself is unknown)")
     if cov is not None:
         return CaliberComparison(False, cov)
     return CaliberComparison(None, f"{head}; MAL bands{scope} say {describe(mb, bands)} → "

@@ -37,10 +37,38 @@ class Decomposition:
     # change, significant and beyond the minimum effect; None when no component does (the
     # decode rate did not change, or its largest mover is within noise).
     carried_by: str | None = None
+    # Why no component carries it, worded from the same Change records the rows show (a
+    # component beyond noise on its own row is never called "within noise" here).
+    no_carrier: str | None = None
 
     @property
     def split_known(self) -> bool:
         return self.log_mal is not None and self.log_step is not None
+
+    @property
+    def log_rest(self) -> float | None:
+        """ln(D2/D1) − ln(S2/S1) − ln(factor2/factor1): what the identity leaves over (the
+        client's decode timing against the engine's counts, geometric means of per-unit
+        values, prefill inside a window). Printed as its own term so the split closes."""
+        if not self.split_known:
+            return None
+        return self.log_decode - (self.log_step or 0.0) - (self.log_mal or 0.0)
+
+    def equation(self) -> str:
+        """'ln(D2/D1) = -1.626 = ln(S2/S1) -0.340 + ln(T2/T1) -1.286' — terms that add up to
+        the total within rounding: a remainder that shows at three decimals is its own term."""
+        total = f"ln(D2/D1) = {self.log_decode:+.3f}"
+        if not self.split_known:
+            return total
+        sym = "T" if self.acceptance_metric == "tokens per step" else "M"
+        text = (f"{total} = ln(S2/S1) {self.log_step:+.3f} + ln({sym}2/{sym}1) "
+                f"{self.log_mal:+.3f}")
+        rest = self.log_rest
+        if rest is not None and round(rest, 3) != 0.0:
+            text += f" + unexplained {rest:+.3f}"
+        if sym == "T":
+            text += " (T: tokens per step; D = S × T)"
+        return text
 
     def describe(self) -> str:
         if not self.split_known:  # name only what is missing (MAL may be known: 1, no drafts)
@@ -56,10 +84,10 @@ class Decomposition:
                      and abs(self.residual) >= 0.05 else ""))
         if self.carried_by is not None:
             return f"{self.carried_by} carries it: {shares}"
-        return f"{shares}; no component carries it beyond noise"
+        return f"{shares}; {self.no_carrier or 'no component carries it beyond noise'}"
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "log_rest": self.log_rest, "equation": self.equation()}
 
 
 def share(x: float) -> str:
@@ -69,26 +97,50 @@ def share(x: float) -> str:
 
 
 def carrier(d: Change, parts: list[tuple[str, Change]]) -> str | None:
+    """The carrying component's name (see `carrier_why`)."""
+    return carrier_why(d, parts)[0]
+
+
+def carrier_why(d: Change, parts: list[tuple[str, Change]]) -> tuple[str | None, str | None]:
     """The component that carries the decode change d: of the components with a log change,
     the one with the largest |log change| (so the largest share of ln D₂/D₁) — and only when
     it moved in the decode rate's direction, beyond its minimum effect, and is significant
     after Holm's correction over the components. A component that is second largest never
-    carries; a largest one within noise means none does (the split is then not known)."""
+    carries; a largest one within noise means none does (the split is then not known).
+
+    The second value says, when none carries, why — from the components' own Change records
+    (the rows "MAL changed?" / "step rate changed?" render the same records)."""
     from decodescope.verdict.stats import holm
 
-    if not d.changed or not parts:
-        return None
+    if not d.changed:
+        if d.status == "no_data":
+            return None, None
+        what = "could not be decided" if d.status == "undecidable" else "did not change"
+        return None, f"the decode rate {what} ({d.describe()}): no component carries it"
+    if not parts:
+        return None, None
     rejects = holm([x.p_value for _, x in parts])
     sign = 1.0 if (d.rel or 0.0) > 0 else -1.0
     moved = [(abs(x.log_ratio), name, x, rej) for (name, x), rej in zip(parts, rejects, strict=True)
              if x.log_ratio is not None]
     if not moved:
-        return None
+        return None, None
     _, name, x, rej = max(moved, key=lambda m: m[0])
     lr = x.log_ratio or 0.0
-    if not rej or abs(x.rel or 0.0) < x.min_effect or lr * sign <= 0:
-        return None
-    return name
+    if rej and abs(x.rel or 0.0) >= x.min_effect and lr * sign > 0:
+        return name, None
+    if lr * sign <= 0:
+        why = f"moved against the decode rate ({x.describe()})"
+    elif abs(x.rel or 0.0) < x.min_effect:
+        why = f"moved less than the {x.min_effect:.0%} minimum effect ({x.describe()})"
+    elif x.changed:  # beyond noise on its own row, not after the correction over components
+        why = (f"moved {x.describe()} on its own, but not after Holm's correction over the "
+               f"{len(parts)} components")
+    else:
+        why = f"did not move beyond noise ({x.describe()})"
+    others = [f"{n} {y.describe()}" for n, y in parts if n != name and y.changed]
+    return None, (f"{name}, the largest share, {why}: no component carries it"
+                  + (f" ({'; '.join(others)}, a smaller share)" if others else ""))
 
 
 def decompose(b: Side, c: Side, changes: dict[str, Change]) -> Decomposition | None:
@@ -98,6 +150,9 @@ def decompose(b: Side, c: Side, changes: dict[str, Change]) -> Decomposition | N
     # for MAL where steps without a draft make them differ, and where a side has no MAL at all
     # because it did not draft (speculation off: MAL 1 by definition, one token per step), so
     # the split is known, never "needs engine MAL".
+    # With partial drafting on either side (a drafter that drafts only where it finds a match)
+    # D = S × tokens per step holds and D = S × MAL does not: the split must be the one that
+    # closes, so tokens per step is the factor then, labelled so (steps_are_the_factor).
     use_tps = (tps is not None and tps.baseline is not None and tps.current is not None
                and (steps_are_the_factor(b, c) or changes["mal"].status == "no_data"))
     m = tps if (use_tps and tps is not None) else changes["mal"]
@@ -126,8 +181,9 @@ def decompose(b: Side, c: Side, changes: dict[str, Change]) -> Decomposition | N
         share_m, share_s = log_m / log_d, log_s / log_d
         residual = 1.0 - share_m - share_s
     parts = [(n, x) for n, x in ((metric, m), ("step rate", s)) if x.status != "no_data"]
+    carried, why = carrier_why(d, parts)
     return Decomposition(d_b, d_c, log_d, log_s, log_m, share_m, share_s, residual,
-                         basis, metric, carrier(d, parts))
+                         basis, metric, carried, why)
 
 
 def _pooled(side: Side, key: str) -> float | None:

@@ -219,11 +219,34 @@ def spec_state(b: Side, c: Side) -> str | None:
     return None
 
 
+def kind_words(side: Side, plural: bool = False) -> str:
+    """What a side is, in the words every sentence about it uses: "stored run" (a probe's run),
+    "imported `vllm bench serve` run" (plural: "... files"), "Prometheus windows" or "log
+    windows" — never a run called windows."""
+    if side.kind == "run":
+        tool = (side.imported or {}).get("tool")
+        if tool:
+            return f"imported `{tool}` " + ("files" if plural else "run")
+        base = "imported run" if side.imported_from else "stored run"
+        return base + ("s" if plural else "")
+    return "Prometheus windows" if side.name.startswith("prom") else "log windows"
+
+
+def windows_words(b: Side, c: Side) -> str:
+    """The window sides of a pair, named: "log windows", "Prometheus windows", or both; a pair
+    of runs by their kinds ("imported `aiperf` files", "stored runs"), never as windows."""
+    kinds = dict.fromkeys(kind_words(s) for s in (b, c) if s.kind != "run")
+    return " and ".join(kinds or dict.fromkeys(kind_words(s, plural=True) for s in (b, c)))
+
+
 def steps_are_the_factor(b: Side, c: Side) -> bool:
     """True when tokens per step, not MAL, is the acceptance factor of the pair's split: steps
     without a draft make the two differ on a side (n-gram), or one side does not draft at all
-    (speculative decoding off: MAL 1 by definition there, one token per step)."""
-    return coverage_differs(b, c) or spec_state(b, c) is not None
+    (speculative decoding off: MAL 1 by definition there, one token per step), or drafting is
+    partial on a side (a drafter that drafts only where it finds a match): D = S × tokens per
+    step holds there and D = S × MAL does not, so only that split closes."""
+    return (coverage_differs(b, c) or spec_state(b, c) is not None
+            or b.drafts_every_step is False or c.drafts_every_step is False)
 
 
 def coverage_differs(b: Side, c: Side) -> bool:

@@ -6,9 +6,9 @@ import shlex
 
 from decodescope.verdict import thresholds as th
 from decodescope.verdict.advice import metrics_how, side_engine, spec_flags
-from decodescope.verdict.imported import kinds_words, tool_of
+from decodescope.verdict.imported import tool_of
 from decodescope.verdict.rate_change import Decomposition, share
-from decodescope.verdict.side_values import Side
+from decodescope.verdict.side_values import Side, windows_words
 from decodescope.verdict.stats import Change, pct
 from decodescope.verdict.types import Context, acceptance
 
@@ -48,10 +48,8 @@ def _arrow(ctx: Context, metric: str, fmt: str = "{:.1f}") -> str:
 
 
 def _windows(ctx: Context) -> str:
-    """What the sides without a probe's caliber are: "log windows", "Prometheus windows",
-    "imported `vllm bench serve` files", or several of them (verdict.imported.kind_words)."""
-    sides = [s for s in (ctx.baseline, ctx.current) if s.kind != "run" or s.imported_from]
-    return kinds_words(*sides) if sides else "log windows"
+    """What the window sides are: "log windows", "Prometheus windows", or both."""
+    return windows_words(ctx.baseline, ctx.current)
 
 
 def _where(ctx: Context) -> str:
