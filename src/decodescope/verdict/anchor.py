@@ -99,16 +99,24 @@ class CheckResult:
                 "evidence": [r.to_dict() for r in self.evidence]}
 
 
+def spread_line(spread: RunSpread, *, stored: bool) -> str:
+    """The spread `check` judged under, saying whether it was learned or the prior."""
+    how = {"learned": "learned from the anchor stack's stored runs",
+           "prior": "the prior: too few stored runs to learn it"}.get(spread.source,
+                                                                       spread.source)
+    when = "stored with the baseline" if stored else "resolved now: the baseline has none stored"
+    return f"Between-run term ({how}; {when}): {spread.text()}."
+
+
 def anchor_spread(store: Any, baseline: Baseline, base_side: Side) -> tuple[RunSpread, str]:
     """The run-to-run spread `check` judges under: the one stored with the baseline (learned
     from the anchor stack's runs when it was set, or the prior), else — a baseline stored
     before spreads — learned now from the store; and a line saying which."""
     stored = baseline.run_spread()
     if stored is not None:
-        return stored, f"Between-run term: {stored.text()} (stored with baseline {baseline.name})."
+        return stored, spread_line(stored, stored=True)
     now = rs.for_side(store, base_side)
-    return now, (f"Between-run term: {now.text()} (learned now: baseline {baseline.name} was "
-                 "stored without one; re-set it to fix it).")
+    return now, spread_line(now, stored=False)
 
 
 def judge_anchor(store: Any, baseline: Baseline, side: Side) -> tuple[Verdict, RunSpread] | None:
@@ -159,8 +167,7 @@ def check_against(baseline: Baseline, side: Side, bands: tuple[Band, ...] = DEFA
                                 "changed" if verdict.kind in ("REGRESSION", "IMPROVEMENT")
                                 else "same" if verdict.kind == "NO_CHANGE" else "unknown"))
         if spread is not None:
-            notes.append(f"Between-run term: {spread.text()}"
-                         + (" (stored with the baseline)." if baseline.spread else "."))
+            notes.append(spread_line(spread, stored=baseline.spread is not None))
         notes.extend(n for n in verdict.notes if not n.startswith("Between-run term"))
     elif baseline.band is not None or baseline.floor is not None:
         notes.append(f"Baseline {baseline.name} has no stored runs: its band and floor are the "

@@ -178,7 +178,8 @@ def make_baseline(name: str, caliber: Caliber, runs: Sequence[StoredRun], *,
         raise UsageError("a baseline needs --from-runs, --band or --floor", where="baseline set",
                          remedy="e.g. decodescope baseline set anchor --caliber anchor-c1-out1280 "
                                 "--band 96-107 --floor 90")
-    if band is not None and floor is not None and floor > band[0]:
+    if band is not None and floor is not None and floor > band[0] and not derived:
+        # (a user's floor inside a band derived from noise is the user's stricter word: kept)
         raise UsageError(f"floor {floor:g} is above the band's low end {band[0]:g}",
                          where="--floor", remedy="The floor sits at or below the band")
     return Baseline(name, now if now is not None else time.time(), caliber.ref, caliber.identity,
