@@ -11,6 +11,7 @@ from decodescope.cli.common import emit, store_option
 from decodescope.console import json_option
 from decodescope.errors import UsageError
 from decodescope.store.db import Store
+from decodescope.verdict import run_spread as rs
 from decodescope.verdict.baseline import (
     Baseline,
     delete_baseline,
@@ -20,7 +21,6 @@ from decodescope.verdict.baseline import (
     parse_band,
     save_baseline,
 )
-from decodescope.verdict import run_spread as rs
 from decodescope.verdict.side_resolve import load_run
 from decodescope.verdict.side_values import side_from_runs
 

@@ -29,9 +29,9 @@ from typing import Any, Literal
 
 from decodescope.exitcodes import ExitCode
 from decodescope.records.evidence import EvidenceRow
+from decodescope.verdict import run_spread as rs
 from decodescope.verdict import thresholds as th
 from decodescope.verdict.bands import DEFAULT_BANDS, Band, content_band, describe
-from decodescope.verdict import run_spread as rs
 from decodescope.verdict.baseline import Baseline
 from decodescope.verdict.run_spread import RunSpread
 from decodescope.verdict.side_values import Side
