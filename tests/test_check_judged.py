@@ -119,3 +119,13 @@ def test_a_baseline_stored_before_spreads_learns_it_at_check_time(store, capsys)
     r = _check(store, 100.0)
     assert r.spread is not None and r.spread.source == "learned"
     assert r.status == "OK", r.headline
+
+
+def test_a_run_with_foreign_load_cannot_anchor(store):
+    from decodescope.errors import UsageError
+
+    rid = store_run(store, ANCHOR, [trial(100.0), trial(101.0)],
+                    contamination={"flagged": True, "windows": 2, "of_windows": 2,
+                                   "max_running": 2.0, "in_flight": 1})
+    with pytest.raises(UsageError, match="foreign load"):
+        make_baseline("x", resolve(ANCHOR), [load_run(store, rid)], band=None, floor=None)

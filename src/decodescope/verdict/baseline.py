@@ -153,6 +153,11 @@ def make_baseline(name: str, caliber: Caliber, runs: Sequence[StoredRun], *,
         if (run.result or {}).get("caliber_status") == "missed":
             raise UsageError(f"run {run.id} missed its caliber", where="--from-runs",
                              remedy="`decodescope runs show` lists why; probe again")
+        c = (run.result or {}).get("contamination")
+        if isinstance(c, dict) and c.get("flagged"):
+            raise UsageError(f"run {run.id} saw foreign load on the engine", where="--from-runs",
+                             remedy="`check` judges against the anchor's runs: use runs the "
+                                    "engine served alone (probe again when it is idle)")
     values: tuple[float, ...] = ()
     source = "client"
     decay = None
