@@ -115,7 +115,8 @@ def fleet_finding(outcomes: Mapping[str, Outcome],
         return FleetFinding(m, direction, tuple(movers), shift, scatter,
                             controls_still=tuple(still), counts=counts)
     tol = max(_log(th.MIN_EFFECT), 2.0 * scatter)
-    env, beyond = [], []
+    env: list[str] = []
+    beyond: list[str] = []
     for n in movers:
         o = comp[n]
         if direction == "down":
