@@ -70,7 +70,8 @@ class FleetFinding:
         text = (f"fleet: {n} of {m} endpoints moved {way} together (median {shift}): the probing "
                 f"host, network or time of day, not {n} "
                 f"{'regressions' if self.direction == 'down' else 'improvements'}; "
-                f"{len(self.environment)} reported as {ENVIRONMENT}, no alarm")
+                f"{len(self.environment)} reported as {ENVIRONMENT}, no alarm "
+                f"({_names(self.environment)})")
         if self.beyond:
             text += (f"; beyond the fleet's shift, judged on their own: "
                      f"{', '.join(self.beyond)}")
@@ -82,6 +83,10 @@ class FleetFinding:
                 "environment": list(self.environment), "beyond": list(self.beyond),
                 "controls_still": list(self.controls_still), "counts": dict(self.counts),
                 "text": self.text()}
+
+
+def _names(names: tuple[str, ...], most: int = 8) -> str:
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
 def _log(x: float) -> float:

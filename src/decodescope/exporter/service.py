@@ -164,8 +164,11 @@ class Exporter:
                       f"{spec.timeout_s:g}); no verdict")
         elif o.ok:
             rate = f"{o.decode_rate:.1f} tok/s" if o.decode_rate is not None else "no decode rate"
+            fleet = ""
+            if not self._running_once and name in self.fleet_finding().environment:
+                fleet = " — moved with the fleet: served as ENVIRONMENT, no alarm"
             self._log(f"check {name}: {o.verdict} {rate} (exit {o.exit_code}) "
-                      f"in {o.duration_s:.1f} s")
+                      f"in {o.duration_s:.1f} s{fleet}")
         else:
             self._log(f"check {name}: failed ({o.error_kind}): {o.error}")
         if not self._running_once:
