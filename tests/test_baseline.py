@@ -11,6 +11,7 @@ from decodescope.caliber.resolve import resolve
 from decodescope.cli.main import main
 from decodescope.errors import UsageError
 from decodescope.store.db import Store
+from decodescope.verdict import run_spread as rs
 from decodescope.verdict import thresholds as th
 from decodescope.verdict.anchor import check_against
 from decodescope.verdict.baseline import (
@@ -51,8 +52,12 @@ def test_band_and_floor_derived_from_runs_engine_first(store):
                          band=None, floor=None, now=1.0)
     assert base.source == "engine" and base.derived
     assert base.values == (100.0, 102.5, 105.0)
-    assert base.band is not None and base.band == pytest.approx(derive_band([100.0, 105.0]))
-    assert base.band[0] == pytest.approx(100.0 * (1 - th.DERIVED_BAND_PAD))
+    # no store consulted: the prior run-to-run spread, said so and stored with the baseline
+    assert base.spread is not None and base.spread["source"] == "prior"
+    assert base.band is not None and base.band == pytest.approx(
+        derive_band([100.0, 102.5, 105.0], rs.prior(0), 2))
+    # the band carries the between-run term: far wider than the trials' own min..max ±2 %
+    assert base.band[0] < 100.0 * (1 - th.PRIOR_RUN_SD) and base.band[1] > 105.0 * (1 + th.PRIOR_RUN_SD)
     assert base.floor == pytest.approx(base.band[0] * (1 - th.FLOOR_BELOW_BAND))
     assert base.length_decay_pct == pytest.approx(-1.0)
     assert base.run_ids == (a, b)
@@ -116,7 +121,7 @@ def _check(store, base, trials, **kw):
     ((100.0, 101.0, 102.0), "OK", 0),
     ((93.0, 94.0, 95.0), "BELOW_BAND", 1),
     ((85.0, 86.0, 88.0), "BELOW_FLOOR", 1),
-    ((115.0, 116.0, 117.0), "ABOVE_BAND", 1),
+    ((115.0, 116.0, 117.0), "ABOVE_BAND", 0),  # reported, never an alarm (issue 32)
 ])
 def test_check_statuses_and_exit_codes(store, values, status, code):
     base = make_baseline("seed", resolve(ANCHOR), [], band=(96.0, 107.0), floor=90.0)

@@ -78,14 +78,19 @@ def test_prometheus_alert_fires_when_the_step_rate_drops(tmp_path: Path, capsys)
     prom_proc: subprocess.Popen[bytes] | None = None
     err = (tmp_path / "prometheus.err").open("wb")
     try:
-        assert main(["probe", url, "--caliber", ANCHOR, "--trials", "3", "--store", store,
-                     "--no-fingerprint", "--no-scrape", "--json"]) == 0
-        assert main(["baseline", "set", "anchor", "--caliber", ANCHOR, "--from-runs", "1",
+        # anchor runs as a user takes them: enough of them, fingerprinted, for the stack's
+        # run-to-run spread to be learned (with the prior, one run cannot decide ±10 %: the
+        # check would say INCONCLUSIVE, never OK — issue 32)
+        capsys.readouterr()
+        assert main(["spread", url, "--caliber", ANCHOR, "--runs", "5", "--trials", "3",
+                     "--wait", "0", "--store", store, "--json"]) == 0
+        ids = ",".join(map(str, json.loads(capsys.readouterr().out)["runs"]))
+        assert main(["baseline", "set", "anchor", "--caliber", ANCHOR, "--from-runs", ids,
                      "--store", store]) == 0
         cfg = parse_config({
             "exporter": {"listen": "127.0.0.1:0", "store": store},
             "check": [{"name": "sim", "baseline": "anchor", "url": url, "every_s": 2,
-                       "trials": 2, "scrape": False, "fingerprint": False}]})
+                       "trials": 3, "scrape": False, "fingerprint": False}]})
         exp = Exporter(cfg).start()
         prom_port = free_port()
         (tmp_path / "prometheus-rules.yml").write_text(

@@ -11,6 +11,7 @@ from decodescope.cli.common import emit, store_option
 from decodescope.console import json_option
 from decodescope.errors import UsageError
 from decodescope.store.db import Store
+from decodescope.verdict import run_spread as rs
 from decodescope.verdict.baseline import (
     Baseline,
     delete_baseline,
@@ -21,6 +22,7 @@ from decodescope.verdict.baseline import (
     save_baseline,
 )
 from decodescope.verdict.side_resolve import load_run
+from decodescope.verdict.side_values import side_from_runs
 
 
 def parse_run_ids(text: str) -> list[int]:
@@ -42,9 +44,9 @@ def command() -> None:
 @command.command("set")
 @click.argument("name")
 @click.option("--caliber", "caliber_name", required=True, help="The anchor caliber (name, name@version, or .toml).")
-@click.option("--from-runs", "from_runs", default=None, metavar="IDS", help="Stored runs of this caliber (12,13,14): their per-trial values give the band.")
+@click.option("--from-runs", "from_runs", default=None, metavar="IDS", help="Stored runs of this caliber (12,13,14): `check` judges against them; their values and the run-to-run spread of their stack give the band.")
 @click.option("--band", "band_text", default=None, metavar="LO-HI", help="Decode-rate band, tok/s (e.g. 96-107). Default: derived from --from-runs.")
-@click.option("--floor", type=click.FloatRange(min=0, min_open=True), default=None, help="Decode rate (tok/s) under which the stack is suspect. Default: 6% under the band.")
+@click.option("--floor", type=click.FloatRange(min=0, min_open=True), default=None, help="Decode rate (tok/s) under which the stack is suspect, absolute: `check` alarms under it whatever the noise. Default: 6% under the band (derived: alarms only with the judge's REGRESSION).")
 @store_option
 @json_option
 def set_cmd(name: str, caliber_name: str, from_runs: str | None, band_text: str | None,
@@ -54,11 +56,20 @@ def set_cmd(name: str, caliber_name: str, from_runs: str | None, band_text: str 
     band = parse_band(band_text) if band_text else None
     with Store.open(store_path) as store:
         runs = [load_run(store, i) for i in parse_run_ids(from_runs)] if from_runs else []
-        b = make_baseline(name, cal, runs, band=band, floor=floor)
+        spread = rs.for_side(store, side_from_runs(runs)) if runs else None
+        b = make_baseline(name, cal, runs, band=band, floor=floor, spread=spread)
         save_baseline(store, b)
-    emit(b, as_json, lambda x: f"baseline {x.name} set: {x.caliber_ref} ({x.caliber_identity}), "
-                               f"{x.band_text()}" + (f", from runs {', '.join(map(str, x.run_ids))}"
-                                                     if x.run_ids else ""))
+    emit(b, as_json, _render_set)
+
+
+def _render_set(x: Baseline) -> str:
+    text = (f"baseline {x.name} set: {x.caliber_ref} ({x.caliber_identity}), {x.band_text()}"
+            + (f", from runs {', '.join(map(str, x.run_ids))}" if x.run_ids else ""))
+    if x.spread_text():
+        text += f"\n  {x.spread_text()}" + (
+            " — the band carries it; `check` judges against the runs under it" if x.derived
+            else "; `check` judges against the runs under it")
+    return text
 
 
 @command.command("list")
@@ -100,6 +111,9 @@ def _render_list(items: list[Baseline]) -> str:
     return "\n".join(f"{b.name:<{w}}{b.caliber_ref:<26}{b.band_text()}" for b in items)
 
 
+NO_SPREAD = "— (no runs: the band and floor are the user's, absolute)"
+
+
 def _render_one(b: Baseline | None) -> str:
     assert b is not None
     lines = [
@@ -109,6 +123,7 @@ def _render_one(b: Baseline | None) -> str:
            else "name only (an older baseline: re-create it to store the caliber)"),
         f"  band / floor  {b.band_text()}" + ("  [derived from runs]" if b.derived else ""),
         f"  runs          {', '.join(map(str, b.run_ids)) or '—'}",
+        f"  spread        {b.spread_text() or NO_SPREAD}",
         f"  created       {datetime.fromtimestamp(b.created_at):%Y-%m-%d %H:%M}",
     ]
     if b.values:

@@ -1,7 +1,9 @@
-"""`decodescope check NAME URL`: probe a baseline's anchor caliber and compare with its band.
+"""`decodescope check NAME URL`: probe a baseline's anchor caliber and judge it against the
+anchor's stored runs (verdict/anchor.py).
 
-For cron / CI: exit 0 inside the band, 1 below the floor or outside the band, 3 when the probe
-is not comparable (foreign load, other caliber, no decode rate).
+For cron / CI: exit 0 no change (or an improvement, reported), 1 the judge's REGRESSION (or a
+value under the user's floor), 3 when the probe is not comparable or the judge cannot decide
+(foreign load, other caliber, no decode rate, noise).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from decodescope.exitcodes import ExitCode
 from decodescope.records.evidence import render_rows
 from decodescope.run.probe_side import ProbeOptions, probe_side, read_api_key
 from decodescope.store.db import Store
-from decodescope.verdict.anchor import CheckResult, check_against
+from decodescope.verdict.anchor import CheckResult, check_against, judge_anchor
 from decodescope.verdict.baseline import anchor_caliber, get_baseline
 from decodescope.verdict.side_values import Side
 
@@ -70,10 +72,14 @@ def command(name: str, url: str, trials: int, labels: tuple[str, ...], model: st
             api_key_env: str | None, proxy: str | None, log_path: str | None,
             scrape_interval: float, no_scrape: bool, no_fingerprint: bool,
             store_path: str | None, as_json: bool) -> int:
-    """Probe URL at baseline NAME's anchor caliber; exit 1 below the floor or outside the band.
+    """Probe URL at baseline NAME's anchor caliber and judge it against the anchor's runs.
 
-    Exit codes: 0 inside the band, 1 below the floor / outside the band, 3 not comparable
-    (foreign load, other caliber, no decode rate), 6 the probe missed its caliber.
+    The alarm is the judge's REGRESSION against the baseline's stored runs, under the
+    run-to-run spread of the anchor's stack (learned, or the prior: said). Exit codes: 0 no
+    change, or an improvement (ABOVE_BAND: reported, re-baseline if intended); 1 a regression
+    beyond noise (BELOW_BAND / BELOW_FLOOR) or a value under the user's --floor; 3 not
+    comparable or undecided (foreign load, other caliber, no decode rate, noise); 6 the probe
+    missed its caliber.
     """
     url = check_url(url)  # bad input (exit 2) before the store is opened or a probe sent
     opts = make_options(trials, labels, model, api_key_env, proxy, log_path, scrape_interval,
@@ -84,7 +90,8 @@ def command(name: str, url: str, trials: int, labels: tuple[str, ...], model: st
         assert base is not None
         cal = anchor_caliber(base)
         side, missed = announced_probe_side(store, url, cal, opts, quiet=as_json)
-    result = check_against(base, side)
+        judged = judge_anchor(store, base, side)
+    result = check_against(base, side, judged=judged)
     emit(result, as_json, render_check)
     if missed:  # the realized run is not the anchor's caliber: its number proves nothing
         click.echo("the probe missed its caliber (see the warnings): exit 6, whatever the band says",
@@ -100,4 +107,6 @@ def render_check(r: CheckResult) -> str:
              f"baseline {r.baseline.name}: {r.baseline.caliber_ref}, {r.baseline.band_text()}; "
              f"run {runs}" + (" [SIMULATED]" if r.side.simulated else ""),
              "", "Evidence", render_rows(list(r.evidence))]
+    if r.notes:
+        lines += ["", "Notes", *(f"  {n}" for n in r.notes)]
     return "\n".join(lines)

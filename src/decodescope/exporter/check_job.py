@@ -33,7 +33,7 @@ def _run(spec: CheckSpec, store_path: str | None, clock: Callable[[], float],
     from decodescope.errors import UsageError
     from decodescope.run.probe_side import ProbeOptions, probe_side, read_api_key
     from decodescope.store.db import Store
-    from decodescope.verdict.anchor import check_against
+    from decodescope.verdict.anchor import check_against, judge_anchor
     from decodescope.verdict.baseline import anchor_caliber, get_baseline
 
     opts = ProbeOptions(trials=spec.trials, labels={"check": spec.name, **dict(spec.labels)},
@@ -47,8 +47,10 @@ def _run(spec: CheckSpec, store_path: str | None, clock: Callable[[], float],
                              remedy="Create it with `decodescope baseline set`")
         cal = anchor_caliber(base)
         side, missed = probe_side(store, spec.url, cal, opts)
-    result = check_against(base, side)
+        judged = judge_anchor(store, base, side)
+    result = check_against(base, side, judged=judged)
     band = base.band
+    ch = result.change
     return Outcome(
         t_done_s=clock(), duration_s=time.monotonic() - t0,
         verdict="CALIBER_MISSED" if missed else result.status,
@@ -56,4 +58,8 @@ def _run(spec: CheckSpec, store_path: str | None, clock: Callable[[], float],
         decode_rate=result.value, source=result.source, mal=side.median("mal"),
         step_rate=side.median("step_rate"), floor=base.floor,
         band_lo=band[0] if band else None, band_hi=band[1] if band else None,
-        simulated=bool(side.simulated))
+        simulated=bool(side.simulated), moved=None if missed else result.moved,
+        change=None if ch is None else ch.rel,
+        change_lo=None if ch is None else ch.ci_lo, change_hi=None if ch is None else ch.ci_hi,
+        spread_source=None if result.spread is None else result.spread.source,
+        headline=result.headline)

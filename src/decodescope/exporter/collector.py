@@ -3,6 +3,8 @@
 A check's numbers (decode rate, MAL, step rate, band, verdict, exit code) are served only while
 its last successful run is younger than STALE_FACTOR x its schedule; after that they are
 dropped and `decodescope_check_stale` is 1. Timestamps, ages and counters are always served.
+The fleet rule (exporter/fleet.py) runs over the fresh results at the same time: a check that
+moved with the whole fleet is served as ENVIRONMENT, and `decodescope_fleet_*` says so once.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from decodescope.exporter.config import CheckSpec
+from decodescope.exporter.fleet import FleetFinding, as_reported, fleet_finding
 from decodescope.exporter.outcome import Outcome
 
 LABELS = ("check", "baseline", "url")
@@ -42,6 +45,18 @@ class CheckState:
         self.runs[key] = self.runs.get(key, 0) + 1
 
 
+def fresh_outcomes(states: dict[str, CheckState], now: float) -> dict[str, Outcome]:
+    """Each check's last successful outcome that is not stale (name -> Outcome)."""
+    return {n: s.last_ok for n, s in states.items()
+            if s.last_ok is not None and now - s.last_ok.t_done_s <= s.spec.stale_after_s}
+
+
+def current_finding(states: dict[str, CheckState], now: float) -> FleetFinding:
+    """The fleet rule over the fresh results (call with the states' lock held)."""
+    return fleet_finding(fresh_outcomes(states, now),
+                         {n for n, s in states.items() if s.spec.control})
+
+
 class FleetCollector(Collector):
     """A prometheus_client collector over the checks' states (thread-safe snapshot)."""
 
@@ -53,10 +68,13 @@ class FleetCollector(Collector):
         return []  # no describe-time collect: the registry must not run a scrape at start
 
     def collect(self) -> Iterator[Metric]:
-        with self._lock:
-            states = [(s.spec, s.last, s.last_ok, dict(s.runs), dict(s.errors))
-                      for s in self._states.values()]
         now = self._clock()
+        with self._lock:
+            finding = current_finding(self._states, now)
+            states = [(s.spec, s.last,
+                       None if s.last_ok is None else as_reported(s.last_ok, n, finding),
+                       dict(s.runs), dict(s.errors))
+                      for n, s in self._states.items()]
         g = {name: GaugeMetricFamily(P + name, doc, labels=[*LABELS, *extra])
              for name, doc, extra in _GAUGES}
         runs = CounterMetricFamily(P + "runs", "Check runs by exit code ('error': the probe "
@@ -90,6 +108,7 @@ class FleetCollector(Collector):
             g["exit_code"].add_metric(lab, float(ok.exit_code))
             g["simulated"].add_metric(lab, 1.0 if ok.simulated else 0.0)
             for name, v in (("decode_rate_tokens_per_second", ok.decode_rate),
+                            ("change_ratio", ok.change),
                             ("mal", ok.mal), ("step_rate_per_second", ok.step_rate),
                             ("band_floor_tokens_per_second", ok.floor),
                             ("band_low_tokens_per_second", ok.band_lo),
@@ -100,20 +119,48 @@ class FleetCollector(Collector):
         yield from g.values()
         yield runs
         yield errs
+        yield from _fleet_metrics(finding)
+
+
+def _fleet_metrics(f: FleetFinding) -> Iterator[Metric]:
+    env = GaugeMetricFamily("decodescope_fleet_environment", "1 when most of the fleet moved "
+                            "the same direction together beyond noise (the probing host, "
+                            "network or time of day): its checks are served as ENVIRONMENT, not "
+                            "alarmed", labels=["direction"])
+    env.add_metric([f.direction or ""], 1.0 if f.is_environment else 0.0)
+    yield env
+    judged = GaugeMetricFamily("decodescope_fleet_checks_judged", "Fresh checks the judge "
+                               "compared with their anchor's runs (the fleet the rule sees)")
+    judged.add_metric([], float(f.judged))
+    yield judged
+    moved = GaugeMetricFamily("decodescope_fleet_checks_moved", "Fresh checks whose decode rate "
+                              "moved beyond noise, by direction", labels=["direction"])
+    for d in ("down", "up"):
+        moved.add_metric([d], float(f.counts.get(d, 0)))
+    yield moved
+    if f.shift is not None:
+        shift = GaugeMetricFamily("decodescope_fleet_shift_ratio", "The movers' median relative "
+                                  "change against their anchors (-0.05: 5 % slower)",
+                                  labels=["direction"])
+        shift.add_metric([f.direction or ""], f.shift)
+        yield shift
 
 
 _GAUGES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("decode_rate_tokens_per_second", "Median per-trial decode rate of the last check, in the "
      "baseline's source (client or engine)", ("source",)),
+    ("change_ratio", "The judge's decode-rate change of the last check against the anchor's "
+     "stored runs (current / anchor - 1)", ()),
     ("mal", "Mean acceptance length of the last check (engine)", ()),
     ("step_rate_per_second", "Verification steps / s / running request of the last check", ()),
     ("band_floor_tokens_per_second", "The baseline's floor: below it the check fails", ()),
     ("band_low_tokens_per_second", "The baseline band's lower edge", ()),
     ("band_ceiling_tokens_per_second", "The baseline band's upper edge", ()),
-    ("verdict", "1 for the last check's verdict (OK, BELOW_FLOOR, BELOW_BAND, ABOVE_BAND, "
-     "CONTAMINATED, INCONCLUSIVE, CALIBER_MISSED)", ("verdict",)),
-    ("exit_code", "Exit code `decodescope check` gave (0 ok, 1 regression, 3 inconclusive, "
-     "6 caliber missed)", ()),
+    ("verdict", "1 for the last check's verdict (OK, BELOW_FLOOR, BELOW_BAND: the judge's "
+     "regression; ABOVE_BAND: an improvement, no alarm; ENVIRONMENT: moved with the whole "
+     "fleet, no alarm; CONTAMINATED, INCONCLUSIVE, CALIBER_MISSED)", ("verdict",)),
+    ("exit_code", "Exit code of the check as served (0 ok or improvement, 1 regression, 3 "
+     "inconclusive or ENVIRONMENT, 6 caliber missed)", ()),
     ("simulated", "1 when the endpoint is decodescope's simulator", ()),
     ("stale", "1 when no successful check within 2x the schedule: its numbers are not served",
      ()),

@@ -11,6 +11,7 @@
     every_s = 900                    # schedule; samples older than 2x this are dropped
     trials = 3
     timeout_s = 600                  # a check still running after this is stopped: timed out
+    control = false                  # true: a reference endpoint kept unchanged (fleet rule)
 
 Every field is checked with its type and range before anything starts: a wrong one is a
 UsageError (exit 2) naming the field, the [[check]] entry and the file.
@@ -51,7 +52,7 @@ STALE_FACTOR = 2.0  # a result older than 2 schedules is stale: its numbers are 
 _EXPORTER_KEYS = {"listen", "store"}
 _CHECK_KEYS = {"name", "baseline", "url", "every_s", "trials", "timeout_s", "model",
                "api_key_env", "proxy", "log", "scrape", "scrape_interval_s", "fingerprint",
-               "labels"}
+               "labels", "control"}
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PROXY_SCHEMES = ("http", "https", "socks5", "socks5h")
 _REMEDY = "See docs/exporter.md for every field with its type and range"
@@ -73,6 +74,9 @@ class CheckSpec:
     fingerprint: bool = True
     labels: tuple[tuple[str, str], ...] = ()
     timeout_s: float = DEFAULT_TIMEOUT_S
+    # an endpoint kept unchanged on purpose (a reference server): when it did not move while
+    # the fleet did, the fleet's movement is not the environment's (exporter/fleet.py)
+    control: bool = False
 
     @property
     def stale_after_s(self) -> float:
@@ -188,8 +192,8 @@ def _opt_str(c: dict[str, Any], key: str, where: str, example: str) -> str | Non
     return v
 
 
-def _opt_bool(c: dict[str, Any], key: str, where: str) -> bool:
-    v = c.get(key, True)
+def _opt_bool(c: dict[str, Any], key: str, where: str, default: bool = True) -> bool:
+    v = c.get(key, default)
     if not isinstance(v, bool):
         raise _bad(key, "true or false", v, where, f"{key} = false")
     return v
@@ -258,4 +262,5 @@ def _check(c: Any, path: str, index: int) -> CheckSpec:
         model=model, api_key_env=key_env, proxy=proxy, log=log,
         scrape=_opt_bool(c, "scrape", where), scrape_interval_s=scrape_iv,
         fingerprint=_opt_bool(c, "fingerprint", where),
-        labels=tuple(sorted(labels.items())), timeout_s=timeout)
+        labels=tuple(sorted(labels.items())), timeout_s=timeout,
+        control=_opt_bool(c, "control", where, default=False))

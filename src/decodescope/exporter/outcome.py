@@ -27,6 +27,13 @@ class Outcome:
     error_kind: str | None = None  # exception class name when the run failed
     error: str | None = None  # its one-line message
     timed_out: bool = False  # stopped at the check's timeout_s: no verdict, never a number
+    # the judge's decode-rate change against the anchor's runs (None: no runs, or no data)
+    moved: str | None = None  # "down" / "up": beyond noise (REGRESSION / IMPROVEMENT)
+    change: float | None = None  # relative, current / anchor − 1
+    change_lo: float | None = None  # its 95 % interval
+    change_hi: float | None = None
+    spread_source: str | None = None  # "learned" | "prior": the anchor's run-to-run spread
+    headline: str | None = None  # the check's own headline
 
     @property
     def ok(self) -> bool:

@@ -15,8 +15,9 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, generate_latest, start_http_server
 
-from decodescope.exporter.collector import CheckState, FleetCollector
+from decodescope.exporter.collector import CheckState, FleetCollector, current_finding
 from decodescope.exporter.config import CheckSpec, FleetConfig
+from decodescope.exporter.fleet import FleetFinding, as_reported
 from decodescope.exporter.outcome import Outcome
 from decodescope.exporter.worker import run_check_bounded, stop_all
 
@@ -43,13 +44,29 @@ class Exporter:
         self._thread: threading.Thread | None = None
         self._server: object | None = None
         self.port: int | None = None
+        self._fleet_text: str | None = None  # the last fleet finding logged
+
+    def fleet_finding(self) -> FleetFinding:
+        """The fleet rule over the checks' fresh results (exporter/fleet.py)."""
+        with self._lock:
+            return current_finding(self.states, self._clock())
+
+    def _log_fleet(self) -> None:
+        f = self.fleet_finding()
+        text = f.text()
+        if text != self._fleet_text and (f.direction is not None or self._fleet_text):
+            self._log(text)
+        self._fleet_text = text
 
     def metrics_text(self) -> str:
         return generate_latest(self.registry).decode()
 
+    _running_once = False
+
     def run_once(self) -> None:
         """Run every check once: hosts at once, the checks of one host one after another
-        (in config order)."""
+        (in config order); then the fleet rule over the round, logged."""
+        self._running_once = True
         by_host: dict[str, list[CheckSpec]] = {}
         for spec in self.config.checks:
             by_host.setdefault(spec.host, []).append(spec)
@@ -60,6 +77,19 @@ class Exporter:
             t.start()
         for t in threads:
             t.join()
+        self._running_once = False
+        f = self.fleet_finding()
+        self._fleet_text = f.text()
+        self._log(self._fleet_text)
+
+    def reported(self) -> dict[str, Outcome | None]:
+        """Each check's last outcome as the fleet reports it (ENVIRONMENT when it moved with
+        the fleet); None: never run."""
+        with self._lock:
+            f = current_finding(self.states, self._clock())
+            return {n: None if s.last is None else
+                    as_reported(s.last, n, f) if s.last.ok else s.last
+                    for n, s in self.states.items()}
 
     def _run_all(self, specs: list[CheckSpec]) -> None:
         for spec in specs:
@@ -134,7 +164,12 @@ class Exporter:
                       f"{spec.timeout_s:g}); no verdict")
         elif o.ok:
             rate = f"{o.decode_rate:.1f} tok/s" if o.decode_rate is not None else "no decode rate"
+            fleet = ""
+            if not self._running_once and name in self.fleet_finding().environment:
+                fleet = " — moved with the fleet: served as ENVIRONMENT, no alarm"
             self._log(f"check {name}: {o.verdict} {rate} (exit {o.exit_code}) "
-                      f"in {o.duration_s:.1f} s")
+                      f"in {o.duration_s:.1f} s{fleet}")
         else:
             self._log(f"check {name}: failed ({o.error_kind}): {o.error}")
+        if not self._running_once:
+            self._log_fleet()

@@ -12,6 +12,7 @@ a built-in or a file that is gone. A baseline of spec v1 (name only) still resol
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import time
 from collections.abc import Sequence
@@ -23,9 +24,11 @@ from decodescope.errors import StoreError, UsageError
 from decodescope.records.stored_run import StoredRun
 from decodescope.store.db import Store
 from decodescope.verdict import thresholds as th
+from decodescope.verdict.run_spread import RunSpread, prior
 from decodescope.verdict.side_values import side_from_runs
 
-# spec_json layout; v1: band, floor, runs, source, values, length decay; v2: + caliber (content)
+# spec_json layout; v1: band, floor, runs, source, values, length decay; v2: + caliber (content),
+# and (optional, read with defaults) spread and floor_given
 SPEC_VERSION = 2
 
 
@@ -44,6 +47,11 @@ class Baseline:
     derived: bool = False  # band derived from runs (not given)
     # the anchor caliber's full content (Caliber.to_dict() less identity); None: a v1 baseline
     caliber: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+    # the run-to-run spread of the anchor's stack the band was derived with, and that `check`
+    # judges under (RunSpread.to_dict(): sd, source "learned" | "prior", runs, text); None: a
+    # baseline without runs, or one stored before spreads (check learns it then)
+    spread: dict[str, Any] | None = None
+    floor_given: bool = False  # the floor is the user's (--floor, or under a given --band)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -68,6 +76,22 @@ class Baseline:
             parts.append(f"floor {self.floor:.1f}")
         return ", ".join(parts) + f" tok/s ({self.source} decode rate)"
 
+    def run_spread(self) -> RunSpread | None:
+        """The stored run-to-run spread as a RunSpread (None: not stored)."""
+        d = self.spread
+        if not isinstance(d, dict) or not isinstance(d.get("sd"), (int, float)):
+            return None
+        ci = d.get("ci") or [None, None]
+        src = d.get("source")
+        return RunSpread(sd=float(d["sd"]),
+                         source=src if src in ("learned", "prior", "override", "log") else "prior",
+                         runs=int(d.get("runs") or 0), df=d.get("df"), lo=ci[0], hi=ci[1],
+                         metric=d.get("metric"), why=d.get("why"), stack=d.get("stack"))
+
+    def spread_text(self) -> str | None:
+        rs_ = self.run_spread()
+        return None if rs_ is None else rs_.text()
+
 
 def parse_band(text: str) -> tuple[float, float]:
     """'96-107' or '96–107' or '96..107' → (96.0, 107.0)."""
@@ -86,9 +110,25 @@ def parse_band(text: str) -> tuple[float, float]:
     return lo, hi
 
 
-def derive_band(values: Sequence[float]) -> tuple[float, float]:
-    """min..max of the per-trial values, padded by DERIVED_BAND_PAD each side."""
-    return (min(values) * (1 - th.DERIVED_BAND_PAD), max(values) * (1 + th.DERIVED_BAND_PAD))
+def derive_band(values: Sequence[float], spread: RunSpread, runs: int = 1,
+                trials: int | None = None) -> tuple[float, float]:
+    """Where one check's median can read without the judge calling it beyond noise (about):
+    the geometric mean of the anchor's per-trial values × exp(± z·σ), σ² = s_between²·(1/k + 1)
+    + s_within²·(1/n + 1/m) — `spread` the run-to-run spread of the anchor's stack (learned,
+    or the prior), k the anchor's runs, n its trials, m a check's trials (default: the
+    anchor's per run) — and never narrower than ±MIN_EFFECT (no smaller change is a verdict).
+    One run of two trials no longer gives ±2 %: the between-run term is there."""
+    xs = [math.log(v) for v in values if v > 0]
+    if not xs:
+        raise ValueError("no positive values")
+    k = max(1, runs)
+    m = trials or max(th.MIN_UNITS, round(len(xs) / k))
+    within = statistics.stdev(xs) if len(xs) >= 2 else 0.0
+    var = spread.sd ** 2 * (1.0 / k + 1.0) + within ** 2 * (1.0 / len(xs) + 1.0 / m)
+    z = statistics.NormalDist().inv_cdf(0.5 + th.CONFIDENCE / 2.0)
+    half = max(z * math.sqrt(var), math.log1p(th.MIN_EFFECT))
+    centre = statistics.fmean(xs)
+    return math.exp(centre - half), math.exp(centre + half)
 
 
 def derive_floor(band: tuple[float, float]) -> float:
@@ -97,8 +137,10 @@ def derive_floor(band: tuple[float, float]) -> float:
 
 def make_baseline(name: str, caliber: Caliber, runs: Sequence[StoredRun], *,
                   band: tuple[float, float] | None, floor: float | None,
-                  now: float | None = None) -> Baseline:
-    """Pure: validate and build a baseline (runs must carry their derived result)."""
+                  now: float | None = None, spread: RunSpread | None = None) -> Baseline:
+    """Pure: validate and build a baseline (runs must carry their derived result). `spread`:
+    the run-to-run spread of the runs' stack (run_spread.for_side over the store); None with
+    runs: the conservative prior, said so."""
     if not name or any(c.isspace() for c in name) or name.isdigit() or "=" in name or "@" in name:
         raise UsageError(f"bad baseline name {name!r}", where="baseline set",
                          remedy="Use a word without spaces, '=', '@' or only digits, e.g. anchor-h200")
@@ -111,6 +153,11 @@ def make_baseline(name: str, caliber: Caliber, runs: Sequence[StoredRun], *,
         if (run.result or {}).get("caliber_status") == "missed":
             raise UsageError(f"run {run.id} missed its caliber", where="--from-runs",
                              remedy="`decodescope runs show` lists why; probe again")
+        c = (run.result or {}).get("contamination")
+        if isinstance(c, dict) and c.get("flagged"):
+            raise UsageError(f"run {run.id} saw foreign load on the engine", where="--from-runs",
+                             remedy="`check` judges against the anchor's runs: use runs the "
+                                    "engine served alone (probe again when it is idle)")
     values: tuple[float, ...] = ()
     source = "client"
     decay = None
@@ -124,20 +171,27 @@ def make_baseline(name: str, caliber: Caliber, runs: Sequence[StoredRun], *,
         values = tuple(vals)
         decay = side.length_decay_pct
     derived = band is None and bool(values)
+    floor_given = floor is not None or band is not None
+    if values and spread is None:
+        spread = prior(0, why="no run store consulted for the runs' stack")
     if band is None and values:
-        band = derive_band(values)
+        assert spread is not None
+        band = derive_band(values, spread, len(runs))
     if floor is None and band is not None:
         floor = derive_floor(band)
     if band is None and floor is None:
         raise UsageError("a baseline needs --from-runs, --band or --floor", where="baseline set",
                          remedy="e.g. decodescope baseline set anchor --caliber anchor-c1-out1280 "
                                 "--band 96-107 --floor 90")
-    if band is not None and floor is not None and floor > band[0]:
+    if band is not None and floor is not None and floor > band[0] and not derived:
+        # (a user's floor inside a band derived from noise is the user's stricter word: kept)
         raise UsageError(f"floor {floor:g} is above the band's low end {band[0]:g}",
                          where="--floor", remedy="The floor sits at or below the band")
     return Baseline(name, now if now is not None else time.time(), caliber.ref, caliber.identity,
                     band, floor, tuple(r.id for r in runs), source, values, decay, derived,
-                    caliber=_caliber_content(caliber))
+                    caliber=_caliber_content(caliber),
+                    spread=spread.to_dict() if (spread is not None and values) else None,
+                    floor_given=floor_given)
 
 
 def _caliber_content(caliber: Caliber) -> dict[str, Any]:
@@ -170,7 +224,9 @@ def _from_row(name: str, created: float, ref: str, spec_json: str) -> Baseline:
                     tuple(s.get("run_ids") or ()), s.get("source", "client"),
                     tuple(s.get("values") or ()), s.get("length_decay_pct"),
                     bool(s.get("derived")),
-                    caliber=s.get("caliber") if isinstance(s.get("caliber"), dict) else None)
+                    caliber=s.get("caliber") if isinstance(s.get("caliber"), dict) else None,
+                    spread=s.get("spread") if isinstance(s.get("spread"), dict) else None,
+                    floor_given=bool(s.get("floor_given", not s.get("derived"))))
 
 
 def get_baseline(store: Store, name: str, *, missing_ok: bool = False) -> Baseline | None:

@@ -21,10 +21,13 @@ from decodescope.verdict.side_values import Side
 from decodescope.verdict.triage import Verdict, triage
 
 
-def side_spreads(store: Any, base: Side, cur: Side,
-                 run_spread_pct: float | None = None) -> tuple[rs.RunSpread, rs.RunSpread]:
-    """Each side's between-run spread: the override, else learned from `store` (a
-    store.db.Store; None: no store at hand), else the declared default of a window side."""
+def side_spreads(store: Any, base: Side, cur: Side, run_spread_pct: float | None = None,
+                 spread: rs.RunSpread | None = None) -> tuple[rs.RunSpread, rs.RunSpread]:
+    """Each side's between-run spread: the override, else `spread` for both sides (`check`:
+    the anchor's stack), else learned from `store` (a store.db.Store; None: no store at
+    hand), else the declared default of a window side."""
+    if spread is not None and run_spread_pct is None:
+        return spread, spread
     if run_spread_pct is not None:
         o = rs.override(run_spread_pct / 100.0)
         return o, o
@@ -41,10 +44,10 @@ def side_spreads(store: Any, base: Side, cur: Side,
 
 def judge(base: Side, cur: Side, *, store: Any = None, run_spread_pct: float | None = None,
           min_effect: float = th.MIN_EFFECT, bands: Sequence[Band] = DEFAULT_BANDS,
-          assume_same_caliber: bool = False) -> Verdict:
+          assume_same_caliber: bool = False, spread: rs.RunSpread | None = None) -> Verdict:
     """triage(base, cur) under the spread `side_spreads` resolves, its notes saying which
     spread it was and, for an INCONCLUSIVE, how many runs or A/B pairs would decide it."""
-    spread_b, spread_c = side_spreads(store, base, cur, run_spread_pct)
+    spread_b, spread_c = side_spreads(store, base, cur, run_spread_pct, spread)
     sd, df = rs.combine_sides(spread_b, spread_c, len(base.run_ids) or 1, len(cur.run_ids) or 1)
     verdict = triage(base, cur, min_effect=min_effect, bands=bands,
                      assume_same_caliber=assume_same_caliber, run_spread=sd, run_spread_df=df)

@@ -78,9 +78,8 @@ RUNNING_DIFF_IS_CONCURRENCY = 0.5
 MIN_WINDOW_GENERATION_TOKENS = 1
 
 # -- anchor baselines (`baseline set`, `check`) ------------------------------------------------
-# A band derived from runs spans their per-trial min..max, padded by 2 % each side so the
-# baseline's own trials sit strictly inside it.
-DERIVED_BAND_PAD = 0.02
+# A band derived from runs carries the anchor stack's run-to-run spread (baseline.derive_band):
+# no more min..max ± 2 % of one run's trials (issue 32: it alarmed on noise).
 # Derived floor: 6 % under the band's low end — the seed's anchor band 96–107 with "suspect the
 # stack only if this anchor drops below 90" (90 / 96 = 0.94).
 FLOOR_BELOW_BAND = 0.06
