@@ -6,23 +6,28 @@ network and the time of day falls on both trials of a pair alike, and a drift th
 within two trials enters the pairs with alternating sign, so it cancels in their mean and only
 widens their spread (honestly: it is then in the sd).
 
-**Method: a group-sequential design with Bonferroni-adjusted repeated confidence intervals**
-(Jennison & Turnbull, *Group Sequential Methods*, 2000, ch. 9). The test looks after
-`min_pairs` pairs and then at `n_looks` − 1 more pair counts spaced geometrically up to
-`max_pairs` (default 6, 9, 13, 19, 27, 40): K looks planned in advance. At each look the interval of the mean of d is a Student t interval at level
-1 − α/K. By the union bound the chance that any of the K intervals misses the true difference
-— in particular that identical stacks read "beyond noise" at any look — is at most α, however
-the looks are correlated and whichever look stops the test. It is more conservative than a
-Pocock or O'Brien–Fleming boundary (which need the correlation of the looks, known only for
-normal data with a known variance) and holds for the t statistics of small samples as they
-are. The stop never decides on fewer than `min_pairs` pairs.
+**Method: a group-sequential design with Lan–DeMets alpha spending** (Lan & DeMets,
+Biometrika 1983; Jennison & Turnbull, *Group Sequential Methods*, 2000, ch. 7 and 11; the
+boundaries are computed in verdict/spending.py). The test looks after `min_pairs` pairs and
+then at `n_looks` − 1 more pair counts spaced geometrically up to `max_pairs` (default 6, 9,
+13, 19, 27, 40): K looks planned in advance, information fraction t_k = n_k / max_pairs. Two
+tests run side by side, each with its own error spent along the looks by the Pocock-type
+spending function α·ln(1 + (e − 1)·t) (default; O'Brien–Fleming-type on request):
 
-Stop at a look when:
+* **change** (two-sided, α): at look k the Student t interval of the mean of d at the look's
+  nominal level; it excludes 0 with |change| ≥ the minimum effect → REGRESSION / IMPROVEMENT.
+  Identical stacks read "beyond noise" at any look with probability ≤ α.
+* **equivalence** (two one-sided tests, TOST, Schuirmann 1987, each one-sided at α spent along
+  the looks): the interval at 1 − 2·q_k (q_k the look's one-sided nominal level) lies inside
+  ±minimum effect → NO_CHANGE. A stack changed by the minimum effect or more is called
+  NO_CHANGE with probability ≤ α (the intersection–union principle: both one-sided tests must
+  reject at one look).
 
-* the interval excludes 0 and |change| ≥ the minimum effect → REGRESSION / IMPROVEMENT;
-* the interval lies inside ±minimum effect → NO_CHANGE (a change that matters is ruled out);
-* otherwise go on; at the last look: beyond noise but below the minimum effect → NO_CHANGE,
-  else INCONCLUSIVE with the pairs that would decide it (from the measured pair sd).
+Stopping for one decision only lowers the other's error (non-binding). A change beyond noise
+but below the minimum effect whose interval still reaches beyond it is never NO_CHANGE: the
+test goes on, and at the last look says so (INCONCLUSIVE, "below the minimum effect, not ruled
+out"). NO_CHANGE whose change interval excludes 0 carries a note: a real change, smaller than
+the minimum effect. The stop never decides on fewer than `min_pairs` pairs.
 
 Pure: no I/O.
 """
@@ -37,6 +42,7 @@ from typing import Any, Literal
 
 from decodescope.records.evidence import EvidenceRow, EvidenceStatus
 from decodescope.verdict import thresholds as th
+from decodescope.verdict.spending import SPENDINGS, nominal_levels
 from decodescope.verdict.stats import pct
 
 # "N A/B pairs for ±5 %": the user's question is "is the new stack slower by 5 %?"
@@ -54,16 +60,19 @@ class Design:
     max_pairs: int = th.AB_MAX_PAIRS
     n_looks: int = th.AB_LOOKS
     min_effect: float = th.MIN_EFFECT
+    spending: str = th.AB_SPENDING
 
     def __post_init__(self) -> None:
-        if not 0.0 < self.alpha < 1.0:
-            raise ValueError("alpha must be in (0, 1)")
+        if not 0.0 < self.alpha < 0.5:
+            raise ValueError("alpha must be in (0, 0.5)")
         if self.min_pairs < 3:
             raise ValueError("min_pairs must be at least 3 (the pair sd needs 2 df)")
         if self.max_pairs < self.min_pairs:
             raise ValueError("max_pairs must be at least min_pairs")
         if self.n_looks < 1:
             raise ValueError("n_looks must be at least 1")
+        if self.spending not in SPENDINGS:
+            raise ValueError(f"spending must be one of {', '.join(SPENDINGS)}")
 
     def looks(self) -> list[int]:
         """Pair counts at which the test looks: min_pairs … max_pairs, geometrically spaced."""
@@ -74,17 +83,42 @@ class Design:
         out = sorted({round(lo * ratio ** (i / (k - 1))) for i in range(k)})
         return out
 
+    def _fractions(self) -> tuple[float, ...]:
+        return tuple(n / self.max_pairs for n in self.looks())
+
+    def change_levels(self) -> tuple[float, ...]:
+        """Per look: the confidence level of the change interval (1 − the two-sided nominal
+        level its boundary spends)."""
+        return tuple(1.0 - p for p in nominal_levels(self.spending, self.alpha,
+                                                     self._fractions(), 2))
+
+    def equivalence_levels(self) -> tuple[float, ...]:
+        """Per look: the confidence level of the TOST interval (1 − 2 × the one-sided nominal
+        level)."""
+        return tuple(1.0 - 2.0 * q for q in nominal_levels(self.spending, self.alpha,
+                                                           self._fractions(), 1))
+
+    def levels_at(self, n: int) -> tuple[float, float]:
+        """(change level, equivalence level) of the look at n pairs; between looks or past the
+        last, those of the nearest look at or before n (the first look's before it)."""
+        looks = self.looks()
+        i = max([j for j, x in enumerate(looks) if x <= n], default=0)
+        return self.change_levels()[i], self.equivalence_levels()[i]
+
     @property
     def level(self) -> float:
-        """Confidence level of each look's interval: 1 − α/K."""
-        return 1.0 - self.alpha / len(self.looks())
+        """Confidence level of the change interval at the last planned look."""
+        return self.change_levels()[-1]
 
     def describe(self) -> str:
         k = len(self.looks())
         at = ", ".join(map(str, self.looks()))
-        return (f"group-sequential, {k} looks (after {at} pairs), Bonferroni: each interval "
-                f"at {100 * self.level:.2f} %, "
-                f"false-alarm rate ≤ {self.alpha:.0%} over all looks")
+        ch, eq = self.change_levels(), self.equivalence_levels()
+        return (f"group-sequential, {k} looks (after {at} pairs), Lan–DeMets {self.spending} "
+                f"alpha spending: change intervals at {100 * min(ch):.2f}–{100 * max(ch):.2f} %, "
+                f"equivalence (TOST) intervals at {100 * min(eq):.2f}–{100 * max(eq):.2f} %; "
+                f"false-alarm rate ≤ {self.alpha:.0%} and false 'no change' rate ≤ "
+                f"{self.alpha:.0%} over all looks")
 
 
 def t_crit(level: float, df: int) -> float:
@@ -98,9 +132,13 @@ class Look:
     pairs: int
     mean: float  # mean log ratio B/A
     sd: float  # sd of the pair log ratios
-    lo: float  # interval of the mean log ratio, at the design's per-look level
+    lo: float  # change interval of the mean log ratio, at the look's change level
     hi: float
     decision: LookDecision
+    eq_lo: float | None = None  # equivalence (TOST) interval, at the look's equivalence level
+    eq_hi: float | None = None
+    level: float | None = None  # change interval's confidence level
+    eq_level: float | None = None
 
     @property
     def rel(self) -> float:
@@ -114,39 +152,54 @@ class Look:
     def rel_hi(self) -> float:
         return math.expm1(self.hi)
 
+    @property
+    def beyond_noise(self) -> bool:
+        return self.lo > 0.0 or self.hi < 0.0
+
     def describe(self) -> str:
         return (f"{pct(self.rel)} (interval {pct(self.rel_lo)} … {pct(self.rel_hi)}) after "
                 f"{self.pairs} pairs")
+
+    def describe_eq(self) -> str:
+        if self.eq_lo is None or self.eq_hi is None:
+            return ""
+        return f"{pct(math.expm1(self.eq_lo))} … {pct(math.expm1(self.eq_hi))}"
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "rel": self.rel, "rel_lo": self.rel_lo, "rel_hi": self.rel_hi}
 
 
 def look(log_ratios: Sequence[float], design: Design, *, final: bool = False) -> Look:
-    """The interval after these pairs and what it decides."""
+    """The intervals after these pairs and what they decide."""
     n = len(log_ratios)
     if n < 2:
         raise ValueError("a look needs at least 2 pairs")
     m = statistics.fmean(log_ratios)
     sd = statistics.stdev(log_ratios)
-    half = t_crit(design.level, n - 1) * sd / math.sqrt(n)
+    se = sd / math.sqrt(n)
+    lev, eq_lev = design.levels_at(n)
+    half = t_crit(lev, n - 1) * se
+    eq_half = t_crit(eq_lev, n - 1) * se
     lo, hi = m - half, m + half
+    eq_lo, eq_hi = m - eq_half, m + eq_half
     edge = math.log1p(design.min_effect)
     low_edge = math.log1p(-design.min_effect)
+    beyond = lo > 0.0 or hi < 0.0
     decision: LookDecision
     if n < design.min_pairs:
         decision = "continue"
-    elif (lo > 0.0 or hi < 0.0) and abs(math.expm1(m)) >= design.min_effect:
+    elif beyond and abs(math.expm1(m)) >= design.min_effect:
         decision = "change"
-    elif lo > low_edge and hi < edge:
+    elif eq_lo > low_edge and eq_hi < edge:
         decision = "equivalent"
     elif not final:
         decision = "continue"
-    elif lo > 0.0 or hi < 0.0:
-        decision = "below_min_effect"
+    elif beyond:
+        decision = "below_min_effect"  # real, small, but a change of the minimum effect is
+        # not ruled out: never NO_CHANGE
     else:
         decision = "undecided"
-    return Look(n, m, sd, lo, hi, decision)
+    return Look(n, m, sd, lo, hi, decision, eq_lo, eq_hi, lev, eq_lev)
 
 
 def step(log_ratios: Sequence[float], design: Design) -> Look | None:
@@ -171,17 +224,19 @@ def run_sequential(log_ratios: Sequence[float], design: Design) -> Look | None:
     return last
 
 
-def pairs_needed(pair_sd: float, half_width: float, design: Design) -> int | None:
-    """Pairs for an interval of ±half_width (relative) at the design's per-look level, given
-    the sd of the pair log ratios: the smallest n with t(n − 1)·sd/√n ≤ ln(1 + half_width);
-    None beyond MAX_TRIALS_SUGGESTED."""
+def pairs_needed(pair_sd: float, half_width: float, design: Design,
+                 level: float | None = None) -> int | None:
+    """Pairs for an interval of ±half_width (relative) at `level` (default: the design's
+    change level at its last look), given the sd of the pair log ratios: the smallest n with
+    t(n − 1)·sd/√n ≤ ln(1 + half_width); None beyond MAX_TRIALS_SUGGESTED."""
+    lev = design.level if level is None else level
     target = math.log1p(half_width)
     if pair_sd <= 0.0:
         return design.min_pairs
-    z = statistics.NormalDist().inv_cdf(0.5 + design.level / 2.0)
+    z = statistics.NormalDist().inv_cdf(0.5 + lev / 2.0)
     n = max(design.min_pairs, math.ceil((z * pair_sd / target) ** 2))
     while n <= th.MAX_TRIALS_SUGGESTED:
-        if t_crit(design.level, n - 1) * pair_sd / math.sqrt(n) <= target:
+        if t_crit(lev, n - 1) * pair_sd / math.sqrt(n) <= target:
             return n
         n += 1
     return None
@@ -191,7 +246,7 @@ def verdict_kind(lk: Look) -> str:
     """The triage verdict a look's decision maps to (B is the current side, A the baseline)."""
     if lk.decision == "change":
         return "REGRESSION" if lk.mean < 0 else "IMPROVEMENT"
-    if lk.decision in ("equivalent", "below_min_effect"):
+    if lk.decision == "equivalent":
         return "NO_CHANGE"
     return "INCONCLUSIVE"
 
