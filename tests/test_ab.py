@@ -34,7 +34,12 @@ def test_looks_are_planned_from_min_to_max_and_never_before_the_minimum():
     looks = d.looks()
     assert looks[0] == th.AB_MIN_PAIRS and looks[-1] == th.AB_MAX_PAIRS
     assert looks == sorted(set(looks)) and len(looks) <= th.AB_LOOKS
-    assert d.level == pytest.approx(1 - th.AB_ALPHA / len(looks))
+    # Lan–DeMets spending: every look stricter than an unadjusted α, and together they spend
+    # at least α (the looks are correlated: less conservative than Bonferroni's α/K each)
+    nominal = [1 - lv for lv in d.change_levels()]
+    assert len(nominal) == len(looks) and all(0 < p < th.AB_ALPHA for p in nominal)
+    assert sum(nominal) >= th.AB_ALPHA
+    assert d.level == pytest.approx(d.change_levels()[-1])
     for n in range(2, d.min_pairs):
         assert step([0.2] * n, d) is None  # no look: keep going
         assert look([0.2 + 0.01 * i for i in range(n)], d).decision == "continue"

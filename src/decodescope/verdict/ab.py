@@ -278,8 +278,31 @@ SHARED_HOST_MEANING = (
 
 
 @dataclass(frozen=True)
+class Arm:
+    """What the rules before the statistics (verdict.decide.premises) read of one A/B arm: the
+    cause that persisted on it through the bounded re-takes, in words; None: none persisted."""
+
+    name: str  # "A" | "B"
+    caliber_missed: str | None = None
+    contamination: str | None = None
+
+
+@dataclass(frozen=True)
+class Retake:
+    """A pair that was named and re-taken, not pooled: which trial, and the evidence."""
+
+    pair: int  # 1-based pair number it was taken as
+    side: str  # "A" | "B"
+    reason: str  # "contaminated" | "caliber missed" | "stalled"
+    detail: str
+
+    def describe(self) -> str:
+        return f"pair {self.pair} ({self.side} {self.reason}: {self.detail})"
+
+
+@dataclass(frozen=True)
 class ABVerdict:
-    kind: str  # NO_CHANGE | REGRESSION | IMPROVEMENT | INCONCLUSIVE (B is current, A baseline)
+    kind: str  # NO_CHANGE | REGRESSION | IMPROVEMENT | INCONCLUSIVE | CONTAMINATED
     cause: str | None
     headline: str
     lines: tuple[str, ...]
@@ -297,6 +320,9 @@ class ABVerdict:
     evidence: tuple[Any, ...]  # EvidenceRow of the two runs' triage (fingerprint diff, …)
     pairs_for_hint: int | None
     seconds: float
+    retaken: tuple[Retake, ...] = ()
+    next_step: str | None = None
+    premise: str | None = None  # the rule before the statistics that decided, when one did
 
     @property
     def exit_code(self) -> int:
@@ -318,62 +344,136 @@ class ABVerdict:
             "fingerprints": {"A": self.fingerprints[0], "B": self.fingerprints[1]},
             "evidence": [r.to_dict() for r in self.evidence],
             "pairs_for_5pct": self.pairs_for_hint, "seconds": self.seconds,
+            "retaken": [asdict(r) for r in self.retaken], "next_step": self.next_step,
+            "premise": self.premise,
         }
+
+
+def paired_change(lk: Look, design: Design) -> Any:
+    """The paired decode statistic of a look as a stats.Change, so the carrier rule that
+    triage applies (verdict.decide.change_cause) reads it as it reads triage's own."""
+    from decodescope.verdict.stats import Change
+
+    status = ("down" if lk.mean < 0 else "up") if lk.decision == "change" else (
+        "below_min_effect" if lk.beyond_noise else "not_significant")
+    return Change("decode", lk.pairs, lk.pairs, None, None, lk.rel, lk.rel_lo, lk.rel_hi,
+                  float(lk.pairs - 1), lk.level or design.level, design.min_effect, status,
+                  None)
+
+
+def _cause(kind: str, lk: Look, design: Design, runs_verdict: Any | None) -> str:
+    """The cause of a decided change: triage's carrier rule over the two runs' components
+    (acceptance, step rate) against the paired decode change — the same rule whatever the
+    runs' own unpaired decode verdict was, so it does not flip with it."""
+    if runs_verdict is None or not getattr(runs_verdict, "changes", None):
+        return "decode rate"
+    from decodescope.verdict.decide import change_cause
+    from decodescope.verdict.side_values import spec_state
+
+    b, c = runs_verdict.baseline, runs_verdict.current
+    spec = spec_state(b, c)
+    if spec is not None and ((spec == "off") == (kind == "REGRESSION")):
+        return f"speculative decoding {spec}"
+    return change_cause(paired_change(lk, design), runs_verdict.changes, b, c) or "decode rate"
 
 
 def ab_verdict(log_ratios: Sequence[float], orders: Sequence[str], looks: Sequence[Look],
                design: Design, *, stopped: str, run_a: int, run_b: int,
                urls: tuple[str | None, str | None],
                fingerprints: tuple[dict[str, Any] | None, dict[str, Any] | None],
-               runs_verdict: Any | None, seconds: float = 0.0) -> ABVerdict:
-    """The A/B's verdict and its words. `runs_verdict` is triage of the two stored runs (B
-    against A): its cause (step rate / acceptance) names what carries a decided change when it
-    agrees in direction, and its evidence rows (caliber, fingerprint diff) are shown."""
+               runs_verdict: Any | None, seconds: float = 0.0,
+               arms: tuple[Arm, Arm] | None = None,
+               retaken: Sequence[Retake] = ()) -> ABVerdict:
+    """The A/B's verdict and its words. First the rules before the statistics
+    (verdict.decide.premises) on the two arms — a cause that persisted on an arm through the
+    re-takes (caliber missed, foreign load) decides as it does in triage; then the paired
+    sequential test. `runs_verdict` is triage of the two stored runs (B against A): its
+    components (acceptance, step rate) name what carries a decided change by triage's carrier
+    rule, and its evidence rows (caliber, fingerprint diff) are shown."""
+    from decodescope.verdict.decide import premises
+    from decodescope.verdict.types import CaliberComparison
+
     lk = looks[-1] if looks else None
     n = len(log_ratios)
+    blocked = None
+    if arms is not None:
+        blocked = premises(arms[0], arms[1], CaliberComparison(True, "one caliber for both "
+                                                               "arms (an A/B)"))
     kind = verdict_kind(lk) if lk is not None else "INCONCLUSIVE"
-    cause = None
-    if kind in ("REGRESSION", "IMPROVEMENT"):
-        cause = "decode rate"
-        if runs_verdict is not None and runs_verdict.kind == kind and runs_verdict.cause:
-            cause = runs_verdict.cause
+    cause: str | None = None
+    if blocked is not None:
+        kind, cause = blocked.kind, blocked.cause
+    elif kind in ("REGRESSION", "IMPROVEMENT") and lk is not None:
+        cause = _cause(kind, lk, design, runs_verdict)
+    elif lk is not None and lk.decision == "below_min_effect":
+        cause = "below the minimum effect, not ruled out"
+    elif kind == "INCONCLUSIVE":
+        cause = "noise"
     sd = statistics.stdev(log_ratios) if n >= 2 else None
     hint = pairs_needed(sd, HINT_HALF_WIDTH, design) if sd is not None else None
-    level = f"{100 * design.level:.2f} %"
-    if lk is None:
+    lev = f"{100 * (lk.level or design.level):.2f} %" if lk is not None else ""
+    eq_lev = f"{100 * (lk.eq_level or 0.0):.2f} %" if lk is not None else ""
+    next_step: str | None = None
+    if blocked is not None and arms is not None:
+        why = "; ".join(f"{a.name}: {x}" for a in arms
+                        for x in (a.caliber_missed, a.contamination) if x)
+        if kind == "CONTAMINATED":
+            head = (f"CONTAMINATED — foreign load on the engine through the re-takes ({why}): "
+                    "the paired rates describe a larger batch than the caliber's.")
+            next_step = ("Measure on idle engines (or dedicated replicas), then run the same "
+                         "`decodescope ab` again.")
+        else:
+            head = (f"INCONCLUSIVE (caliber missed) — {why}: the two sides were not measured "
+                    "under the caliber asked for.")
+            next_step = ("Give the arm what the caliber asks for (for thinking: a reasoning "
+                         "parser and a model that honours it), or use a caliber it can meet.")
+    elif lk is None:
         head = (f"INCONCLUSIVE — {n} pair{'s' if n != 1 else ''}: the test looks first after "
                 f"{design.min_pairs} pairs.")
     elif kind in ("REGRESSION", "IMPROVEMENT"):
         head = (f"{kind} ({cause}) — B is {'slower' if lk.mean < 0 else 'faster'} than A: "
-                f"decode {lk.describe()}, interval at {level}; decided at a planned look.")
+                f"decode {lk.describe()}, interval at {lev}; decided at a planned look.")
     elif lk.decision == "equivalent":
-        head = (f"NO CHANGE — decode {lk.describe()}, interval at {level} inside "
-                f"±{design.min_effect:.0%}: a change of the minimum effect is ruled out.")
+        head = (f"NO CHANGE — decode {pct(lk.rel)} after {lk.pairs} pairs, equivalence "
+                f"interval {lk.describe_eq()} at {eq_lev} inside ±{design.min_effect:.0%}: a "
+                "change of the minimum effect is ruled out.")
     elif lk.decision == "below_min_effect":
-        head = (f"NO CHANGE — decode {lk.describe()}: beyond noise but below the "
-                f"{design.min_effect:.0%} minimum effect.")
+        head = (f"INCONCLUSIVE (a change below the minimum effect, not ruled out) — decode "
+                f"{lk.describe()}, interval at {lev}: beyond noise, smaller than "
+                f"{design.min_effect:.0%}, but its equivalence interval {lk.describe_eq()} "
+                f"reaches beyond ±{design.min_effect:.0%}.")
     else:
-        head = (f"INCONCLUSIVE — decode {lk.describe()}, interval at {level}: neither a "
+        head = (f"INCONCLUSIVE — decode {lk.describe()}, interval at {lev}: neither a "
                 f"change of ≥ {design.min_effect:.0%} nor its absence is shown.")
     lines = [f"Method: {design.describe()}; pairs in order "
              f"{' '.join(orders[:8])}{' …' if len(orders) > 8 else ''}; "
              "statistic: ln(B/A) of each pair's client steady-state decode rates."]
+    if blocked is None and lk is not None and lk.decision == "equivalent" and lk.beyond_noise:
+        lines.append(f"A small change is beyond noise: {lk.describe()} (interval at {lev}), "
+                     f"inside ±{design.min_effect:.0%} — real, smaller than the minimum effect.")
     if sd is not None:
         lines.append(f"Pair log-ratio sd {100 * sd:.1f} %"
                      + (f"; about {hint} pairs give ±{HINT_HALF_WIDTH:.0%} at this sd."
                         if hint else "."))
-    if kind == "INCONCLUSIVE" and lk is not None and sd is not None:
-        lines.append(decide_hint(lk, sd, design, hint))
+    if retaken:
+        lines.append(f"Re-taken, not pooled ({len(retaken)}): "
+                     + "; ".join(r.describe() for r in retaken[:6])
+                     + (" …" if len(retaken) > 6 else "") + ".")
+    if blocked is None and kind == "INCONCLUSIVE" and lk is not None and sd is not None:
+        line, next_step = decide_hint(lk, sd, design, hint)
+        lines.append(line)
     host = same_host(*fingerprints)
     if host is not None:
         lines.append("Shared host: " + SHARED_HOST_MEANING.format(host=host) + ".")
-    ev = ab_evidence(tuple(getattr(runs_verdict, "evidence", ()) or ()), lk, n, level)
+    ev = ab_evidence(tuple(getattr(runs_verdict, "evidence", ()) or ()), lk, n, lev)
     return ABVerdict(kind, cause, head, tuple(lines), lk, tuple(looks), tuple(log_ratios),
                      tuple(orders), design, stopped, run_a, run_b, urls, host, fingerprints,
-                     ev, hint, seconds)
+                     ev, hint, seconds, tuple(retaken), next_step,
+                     None if blocked is None else f"{blocked.kind} ({blocked.cause})")
 
 
-_LOOK_WORDS = {"change": "yes", "equivalent": "no", "below_min_effect": "no",
+_LOOK_WORDS = {"change": "yes", "equivalent": "no",
+               "below_min_effect": "yes, below the minimum effect (not ruled out)",
                "undecided": "undecided", "continue": "undecided"}
 
 
@@ -405,24 +505,35 @@ def ab_evidence(rows: Sequence[EvidenceRow], lk: Look | None, n: int,
     return tuple(out)
 
 
-def decide_hint(lk: Look, sd: float, design: Design, hint: int | None) -> str:
-    """What would decide an INCONCLUSIVE A/B, from the measured pair sd: the pairs for the
-    wider of the intervals that would decide at the measured difference, and for ±5 %."""
+def decide_hint(lk: Look, sd: float, design: Design, hint: int | None) -> tuple[str, str]:
+    """What would decide an INCONCLUSIVE A/B, from the measured pair sd, and the next step
+    that can decide it: a change of the minimum effect needs a change interval that excludes 0
+    (half-width under the measured |change|); no change needs an equivalence interval inside
+    ±minimum effect around the measured change (half-width under minimum effect − |change|).
+    The wider of the two that applies sets the pairs; beyond what pairs can give, a longer
+    trial (more output tokens per trial lowers the per-trial noise)."""
     m = abs(lk.rel)
-    # the wider of the two intervals that would decide: one that rules out the minimum effect
-    # around the measured difference, or one that excludes 0 (a change, or one below the
-    # minimum effect)
-    target, goal = max((design.min_effect - m, f"rules out a change of ≥ {design.min_effect:.0%} "
-                                               f"around the measured {pct(lk.rel)}"),
-                       (m, f"excludes 0 at the measured {pct(lk.rel)}"))
-    n = pairs_needed(sd, target, design) if target > 0.001 else None
-    first = (f"about {n} pairs in all at this pair sd ({100 * sd:.1f} %) for an interval of "
-             f"±{100 * target:.1f} % that {goal} (--max-pairs {n})" if n is not None else
-             f"more than {th.MAX_TRIALS_SUGGESTED} pairs at this pair sd ({100 * sd:.1f} %) "
-             f"to decide against the {design.min_effect:.0%} minimum effect")
+    if m >= design.min_effect:
+        target, goal, lev = m, f"excludes 0 at the measured {pct(lk.rel)}", design.level
+    else:
+        target = design.min_effect - m
+        goal = (f"rules out a change of ≥ {design.min_effect:.0%} around the measured "
+                f"{pct(lk.rel)}")
+        lev = design.equivalence_levels()[-1]
+    n = pairs_needed(sd, target, design, level=lev) if target > 0.001 else None
+    if n is not None:
+        first = (f"about {n} pairs in all at this pair sd ({100 * sd:.1f} %) for an interval "
+                 f"of ±{100 * target:.1f} % that {goal}")
+        step_ = (f"rerun with --max-pairs {max(n, design.max_pairs + 1)} (the same caliber and "
+                 "endpoints)")
+    else:
+        first = (f"more than {th.MAX_TRIALS_SUGGESTED} pairs at this pair sd "
+                 f"({100 * sd:.1f} %) to decide against the {design.min_effect:.0%} minimum "
+                 "effect")
+        step_ = ("a longer trial: a caliber with more output tokens per trial (its pair sd "
+                 "falls), or a quieter host")
     five = f"; ±{HINT_HALF_WIDTH:.0%} takes about {hint} pairs" if hint else ""
-    return (f"What would decide it: {first}{five}; or a larger --min-effect, or a quieter "
-            "host (the pair sd sets the count).")
+    return f"What would decide it: {first}{five}.", step_
 
 
 def render_ab(v: ABVerdict) -> str:
@@ -437,5 +548,7 @@ def render_ab(v: ABVerdict) -> str:
         out += ["", "Evidence (the two runs, B against A):"]
         width = max(len(r.check) for r in v.evidence)
         out += [f"  {r.check:<{width}}  {r.result}" for r in v.evidence]
-    out += ["", f"Both runs are stored: decodescope triage {v.run_b} --baseline {v.run_a}"]
+    if v.next_step:
+        out += ["", f"Next: {v.next_step}"]
+    out += ["", f"Both sides are stored as runs {v.run_a} (A) and {v.run_b} (B)."]
     return "\n".join(out)

@@ -149,6 +149,16 @@ def premises(b: Premised, c: Premised, cal: CaliberComparison, *,
     return None
 
 
+def change_cause(d: Change, ch: dict[str, Change], b: Side, c: Side) -> str | None:
+    """What carries a decided decode change d (the speculative-decoding switch aside): the
+    component `rate_change.carrier` names among acceptance and step rate, else the one the
+    identity leaves (`_by_identity`); None: the decode rate itself (split unknown or within
+    noise). One rule for triage and for `ab` (whose d is its paired statistic)."""
+    acc, s = acceptance(ch, b, c), ch["step_rate"]
+    parts = [(n, x) for n, x in (("acceptance", acc), ("step rate", s)) if x.status != "no_data"]
+    return _attributed(d, parts) or _by_identity(acc, s)
+
+
 def decide(b: Side, c: Side, ch: dict[str, Change], cal: CaliberComparison, *,
            min_effect: float = th.MIN_EFFECT, assume_same_caliber: bool = False) -> Decision:
     d, s = ch["decode"], ch["step_rate"]
@@ -175,9 +185,7 @@ def decide(b: Side, c: Side, ch: dict[str, Change], cal: CaliberComparison, *,
         kind: VerdictKind = "REGRESSION" if (d.rel or 0.0) < 0 else "IMPROVEMENT"
         if spec is not None and ((spec == "off") == (kind == "REGRESSION")):
             return Decision(kind, f"speculative decoding {spec}")
-        parts = [(n, x) for n, x in (("acceptance", acc), ("step rate", s))
-                 if x.status != "no_data"]
-        cause = _attributed(d, parts) or _by_identity(acc, s)
+        cause = change_cause(d, ch, b, c)
         if abs(stall_gain) >= min_effect:
             notes.append(f"stalls also changed: {100 * (sb or 0.0):.0f}% → "
                          f"{100 * (sc or 0.0):.0f}% of the steady state was lost to pauses "
