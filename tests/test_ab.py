@@ -350,3 +350,51 @@ def test_the_cause_of_a_regression_is_triages_carrier_whatever_the_runs_own_verd
         assert v.kind == "REGRESSION"
         causes.add(v.cause)
     assert causes == {"step rate"}
+
+
+@contextmanager
+def sim_pair(cfg_b: dict) -> Iterator[tuple[str, str]]:
+    a = SimServer(SimConfig(time_scale=0.1, seed=3, reasoning_tokens=24)).start_in_thread()
+    b = SimServer(SimConfig(time_scale=0.1, seed=3, **{"reasoning_tokens": 24, **cfg_b})
+                  ).start_in_thread()
+    try:
+        yield a.url, b.url
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_foreign_load_on_b_is_contaminated_not_a_regression(tmp_path, capsys):
+    # issue 32: B served other requests during the probe; ab said REGRESSION −38 %.
+    with sim_pair({"foreign_load": 2}) as (a, b):
+        cal = tmp_path / "short.toml"
+        cal.write_text(SHORT)
+        capsys.readouterr()
+        code = main(["ab", a, b, "--caliber", str(cal), "--store", str(tmp_path / "s.sqlite"),
+                     "--no-fingerprint", "--json", "--max-pairs", "9"])  # scraping on
+        out = json.loads(capsys.readouterr().out)
+    assert (out["verdict"], code) == ("CONTAMINATED", 3), out["headline"]
+    assert out["stopped"] == "premise" and "requests running or queued" in out["headline"]
+    assert out["retaken"] and all(r["side"] == "B" and r["reason"] == "contaminated"
+                                  for r in out["retaken"])
+    assert out["next_step"] and "triage" not in out["next_step"]
+    # triage of the same stored runs agrees (B's run keeps its last, contaminated trial)
+    capsys.readouterr()
+    tcode = main(["triage", str(out["run_b"]), "--baseline", str(out["run_a"]), "--store",
+                  str(tmp_path / "s.sqlite"), "--json"])
+    assert tcode == 3 and json.loads(capsys.readouterr().out)["verdict"] == "CONTAMINATED"
+
+
+def test_an_arm_that_never_returns_reasoning_missed_its_caliber(tmp_path, capsys):
+    # the caliber asks for thinking; B never returns reasoning: INCONCLUSIVE (caliber missed)
+    with sim_pair({"reasoning_tokens": 0}) as (a, b):
+        cal = tmp_path / "short.toml"
+        cal.write_text(SHORT.replace("thinking = false", "thinking = true"))
+        capsys.readouterr()
+        code = main(["ab", a, b, "--caliber", str(cal), "--store", str(tmp_path / "s.sqlite"),
+                     "--no-fingerprint", "--no-scrape", "--json", "--max-pairs", "9"])
+        out = json.loads(capsys.readouterr().out)
+    assert (out["verdict"], out["cause"], code) == ("INCONCLUSIVE", "caliber missed", 3), \
+        out["headline"]
+    assert "B:" in out["headline"] and "reasoning" in out["headline"]
+    assert all(r["side"] == "B" and r["reason"] == "caliber missed" for r in out["retaken"])

@@ -66,6 +66,9 @@ class Side:
     clean: int = 0  # trials without a flag
     flagged: dict[str, int] = field(default_factory=dict)  # reason -> trials in a row
     stall_floor: float = th.MIN_EFFECT  # stalls flag a trial from this share of its steady state
+    retaken_idx: dict[str, list[int]] = field(default_factory=dict)  # reason -> trials stored
+    # as "retaken"
+    pending_findings: list[Finding] = field(default_factory=list)  # of re-taken trials
 
 
 @dataclass
@@ -193,6 +196,11 @@ async def _pairs(sides: list[Side], store: Store, design: Design, out: ABOutcome
             done = {n: fl for n, fl in blocking.items()
                     if fl and any(persisted(by[n], r, budget) for r, _ in fl)}
             if done:
+                for n, fl in done.items():  # the cause persisted: its re-taken trials are
+                    for reason in {r for r, _ in fl}:  # the arm's evidence, kept as trials
+                        for i in by[n].retaken_idx.get(reason, []):
+                            store_runs.set_trial_status(store, by[n].run_id, i, "ok")
+                    by[n].findings.extend(by[n].pending_findings)
                 arms = [arm_of(by[n], done.get(n, [])) for n in SIDES]
                 out.arms = (arms[0], arms[1])
                 out.stopped = "premise"
@@ -298,7 +306,11 @@ async def _trial(client: Any, sd: Side, store: Store, *, retake: bool) -> list[F
     if not flags:
         sd.clean += 1
     status = "failed" if failed else RETAKEN if (flags and retake) else "ok"
-    if status != RETAKEN:
+    if status == RETAKEN:
+        for reason, _ in flags:
+            sd.retaken_idx.setdefault(reason, []).append(idx)
+        sd.pending_findings.extend(found)
+    else:
         sd.findings.extend(found)
     store_runs.add_trial(store, sd.run_id, idx, status=status,
                          started_at=started, wall_anchor_s=anchor,
