@@ -352,9 +352,9 @@ class ABVerdict:
 def paired_change(lk: Look, design: Design) -> Any:
     """The paired decode statistic of a look as a stats.Change, so the carrier rule that
     triage applies (verdict.decide.change_cause) reads it as it reads triage's own."""
-    from decodescope.verdict.stats import Change
+    from decodescope.verdict.stats import Change, ChangeStatus
 
-    status = ("down" if lk.mean < 0 else "up") if lk.decision == "change" else (
+    status: ChangeStatus = ("down" if lk.mean < 0 else "up") if lk.decision == "change" else (
         "below_min_effect" if lk.beyond_noise else "not_significant")
     return Change("decode", lk.pairs, lk.pairs, None, None, lk.rel, lk.rel_lo, lk.rel_hi,
                   float(lk.pairs - 1), lk.level or design.level, design.min_effect, status,

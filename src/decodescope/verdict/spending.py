@@ -73,7 +73,8 @@ def boundaries(kind: str, alpha: float, fractions: tuple[float, ...],
         dt = t - prev_t
         sd = math.sqrt(dt)
 
-        def crossing(c: float, t: float = t, sd: float = sd) -> float:
+        def crossing(c: float, t: float = t, sd: float = sd, grid: np.ndarray | None = grid,
+                     dens: np.ndarray | None = dens) -> float:
             hi = c * math.sqrt(t)
             if grid is None or dens is None:
                 return float(sides * norm.sf(c))
@@ -85,7 +86,7 @@ def boundaries(kind: str, alpha: float, fractions: tuple[float, ...],
         if target <= 1e-15 or crossing(12.0) >= target:
             c = 12.0
         else:
-            c = float(brentq(lambda x: crossing(x) - target, 1e-6, 12.0, xtol=1e-7))
+            c = float(brentq(lambda x, goal=target: crossing(x) - goal, 1e-6, 12.0, xtol=1e-7))
         out.append(c)
         hi = c * math.sqrt(t)
         lo = -hi if sides == 2 else -_FAR * math.sqrt(t)
