@@ -398,3 +398,18 @@ def test_an_arm_that_never_returns_reasoning_missed_its_caliber(tmp_path, capsys
         out["headline"]
     assert "B:" in out["headline"] and "reasoning" in out["headline"]
     assert all(r["side"] == "B" and r["reason"] == "caliber missed" for r in out["retaken"])
+
+
+def test_a_stall_is_measured_as_a_share_of_the_trials_steady_state():
+    from types import SimpleNamespace
+
+    from decodescope.run.ab import stalled_share
+
+    def req(stalls, t0=0.0, t1=2.0):
+        return SimpleNamespace(stalls=stalls, stall_s=sum(b - a for a, b in stalls),
+                               steady_t_start_s=t0, steady_t_end_s=t1)
+
+    assert stalled_share([req(()), req(())]) is None  # nothing stalled
+    share, n = stalled_share([req(((0.5, 1.5),)), req(())])  # type: ignore[misc]
+    assert n == 1 and share == pytest.approx(1.0 / 4.0)  # 1 s of 4 s of steady state
+    assert stalled_share([req(((0.5, 1.5),), t0=1.0, t1=1.0)]) is None  # no steady state timed

@@ -210,7 +210,8 @@ async def _pairs(sides: list[Side], store: Store, design: Design, out: ABOutcome
                 out.retaken += [Retake(pair_no, n, r, d) for n in SIDES
                                 for r, d in flags.get(n, [])]
                 if progress is not None:
-                    progress(len(out.log_ratios), order + " re-taken", None)
+                    named = ", ".join(f"{n} {r}" for n in SIDES for r, _ in flags.get(n, []))
+                    progress(pair_no, f"{order}; re-taken: {named}", None)
                 continue
             ra, rb = by["A"].rates[-1], by["B"].rates[-1]
             if ra is None or rb is None or ra <= 0 or rb <= 0:
@@ -292,7 +293,7 @@ async def _trial(client: Any, sd: Side, store: Store, *, retake: bool) -> list[F
             live = getattr(ob, "trial_contamination", None)
             why = live(idx) if live is not None else None
             if why:
-                flags.append(("contaminated", why))
+                flags.append(("contaminated", why.removesuffix(": foreign load")))
                 break
         if found:
             flags.append(("caliber missed", found[0].cause))

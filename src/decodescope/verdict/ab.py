@@ -418,8 +418,8 @@ def ab_verdict(log_ratios: Sequence[float], orders: Sequence[str], looks: Sequen
         why = "; ".join(f"{a.name}: {x}" for a in arms
                         for x in (a.caliber_missed, a.contamination) if x)
         if kind == "CONTAMINATED":
-            head = (f"CONTAMINATED — foreign load on the engine through the re-takes ({why}): "
-                    "the paired rates describe a larger batch than the caliber's.")
+            head = (f"CONTAMINATED — foreign load persisted through the re-takes ({why}): "
+                    "the paired rates would describe a larger batch than the caliber's.")
             next_step = ("Measure on idle engines (or dedicated replicas), then run the same "
                          "`decodescope ab` again.")
         else:
@@ -445,8 +445,9 @@ def ab_verdict(log_ratios: Sequence[float], orders: Sequence[str], looks: Sequen
     else:
         head = (f"INCONCLUSIVE — decode {lk.describe()}, interval at {lev}: neither a "
                 f"change of ≥ {design.min_effect:.0%} nor its absence is shown.")
-    lines = [f"Method: {design.describe()}; pairs in order "
-             f"{' '.join(orders[:8])}{' …' if len(orders) > 8 else ''}; "
+    order_words = (f"pairs in order {' '.join(orders[:8])}{' …' if len(orders) > 8 else ''}; "
+                   if orders else "")
+    lines = [f"Method: {design.describe()}; {order_words}"
              "statistic: ln(B/A) of each pair's client steady-state decode rates."]
     if blocked is None and lk is not None and lk.decision == "equivalent" and lk.beyond_noise:
         lines.append(f"A small change is beyond noise: {lk.describe()} (interval at {lev}), "
