@@ -26,7 +26,8 @@ from decodescope.verdict.ab import Design, Look, ab_verdict, render_ab
               type=click.FloatRange(0.1, 100), metavar="PCT",
               help="Smallest relative change (percent) that counts as a change.")
 @click.option("--alpha", default=th.AB_ALPHA, show_default=True,
-              type=click.FloatRange(1e-6, 0.5), help="False-alarm rate over all looks.")
+              type=click.FloatRange(1e-6, 0.25),
+              help="False-alarm rate over all looks; the false 'no change' rate too.")
 @click.option("--min-pairs", default=th.AB_MIN_PAIRS, show_default=True,
               type=click.IntRange(3, 10_000), help="First look; never decides on fewer pairs.")
 @click.option("--max-pairs", default=th.AB_MAX_PAIRS, show_default=True,

@@ -183,7 +183,7 @@ def look(log_ratios: Sequence[float], design: Design, *, final: bool = False) ->
     lo, hi = m - half, m + half
     eq_lo, eq_hi = m - eq_half, m + eq_half
     edge = math.log1p(design.min_effect)
-    low_edge = math.log1p(-design.min_effect)
+    low_edge = math.log1p(-design.min_effect) if design.min_effect < 1.0 else -math.inf
     beyond = lo > 0.0 or hi < 0.0
     decision: LookDecision
     if n < design.min_pairs:

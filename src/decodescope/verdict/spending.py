@@ -57,7 +57,10 @@ def boundaries(kind: str, alpha: float, fractions: tuple[float, ...],
     crossing at look k under no effect is α*(t_k) − α*(t_{k−1})."""
     import numpy as np
     from scipy.optimize import brentq
-    from scipy.stats import norm
+    from scipy.special import ndtr  # the standard normal cdf, without scipy.stats' overhead
+
+    def pdf(z: np.ndarray) -> np.ndarray:
+        return np.exp(-0.5 * z * z) / math.sqrt(2.0 * math.pi)
 
     if sides not in (1, 2):
         raise ValueError("sides must be 1 or 2")
@@ -77,10 +80,10 @@ def boundaries(kind: str, alpha: float, fractions: tuple[float, ...],
                      dens: np.ndarray | None = dens) -> float:
             hi = c * math.sqrt(t)
             if grid is None or dens is None:
-                return float(sides * norm.sf(c))
-            p = norm.sf((hi - grid) / sd)
+                return float(sides * ndtr(-c))
+            p = ndtr((grid - hi) / sd)
             if sides == 2:
-                p = p + norm.cdf((-hi - grid) / sd)
+                p = p + ndtr((-hi - grid) / sd)
             return float(np.dot(dens, p))
 
         if target <= 1e-15 or crossing(12.0) >= target:
@@ -94,9 +97,9 @@ def boundaries(kind: str, alpha: float, fractions: tuple[float, ...],
         w = np.full(_GRID, (hi - lo) / (_GRID - 1))
         w[0] = w[-1] = w[0] / 2.0  # trapezoid weights
         if grid is None or dens is None:
-            f = norm.pdf(new / sd) / sd
+            f = pdf(new / sd) / sd
         else:
-            f = norm.pdf((new[:, None] - grid[None, :]) / sd).dot(dens) / sd
+            f = pdf((new[:, None] - grid[None, :]) / sd).dot(dens) / sd
         grid, dens = new, f * w
         prev_t, prev_spent = t, prev_spent + target
     return tuple(out)
