@@ -413,3 +413,20 @@ def test_a_stall_is_measured_as_a_share_of_the_trials_steady_state():
     share, n = stalled_share([req(((0.5, 1.5),)), req(())])  # type: ignore[misc]
     assert n == 1 and share == pytest.approx(1.0 / 4.0)  # 1 s of 4 s of steady state
     assert stalled_share([req(((0.5, 1.5),), t0=1.0, t1=1.0)]) is None  # no steady state timed
+
+
+def test_pairs_far_from_the_rest_are_named_not_averaged_away():
+    from decodescope.verdict.ab import far_pairs
+
+    rng = random.Random(8)
+    ratios = [rng.gauss(0.0, 0.01) for _ in range(27)]
+    ratios[11], ratios[20] = math.log(1 - 0.489), math.log(1 - 0.527)  # a stall on one side
+    assert far_pairs(ratios) == [11, 20]
+    assert far_pairs([0.0] * 10) == []  # no spread: nothing is far
+    d = Design(max_pairs=27)
+    lk = look(ratios, d, final=True)
+    v = ab_verdict(ratios, ["AB"] * len(ratios), [lk], d, stopped="max pairs",
+                   run_a=1, run_b=2, urls=("a", "b"), fingerprints=(None, None),
+                   runs_verdict=None)
+    line = next(x for x in v.lines if x.startswith("Far from the rest"))
+    assert "pair 12 (−48.9%)" in line

@@ -460,6 +460,13 @@ def ab_verdict(log_ratios: Sequence[float], orders: Sequence[str], looks: Sequen
         lines.append(f"Re-taken, not pooled ({len(retaken)}): "
                      + "; ".join(r.describe() for r in retaken[:6])
                      + (" …" if len(retaken) > 6 else "") + ".")
+    far = far_pairs(log_ratios)
+    if far:
+        lines.append("Far from the rest, with no engine or trace evidence against them: "
+                     + ", ".join(f"pair {i + 1} ({pct(math.expm1(log_ratios[i]))})"
+                                 for i in far[:6]) + (" …" if len(far) > 6 else "")
+                     + " — kept: they widen the interval (which keeps the error rate); a "
+                       "pause the trace saw would have been re-taken.")
     if blocked is None and kind == "INCONCLUSIVE" and lk is not None and sd is not None:
         line, next_step = decide_hint(lk, sd, design, hint)
         lines.append(line)
@@ -471,6 +478,22 @@ def ab_verdict(log_ratios: Sequence[float], orders: Sequence[str], looks: Sequen
                      tuple(orders), design, stopped, run_a, run_b, urls, host, fingerprints,
                      ev, hint, seconds, tuple(retaken), next_step,
                      None if blocked is None else f"{blocked.kind} ({blocked.cause})")
+
+
+FAR_ROBUST_Z = 5.0  # |d − median| beyond this many robust sds (1.4826 × MAD) is named
+
+
+def far_pairs(log_ratios: Sequence[float]) -> list[int]:
+    """Indices of pairs far from the rest: |d − median| > FAR_ROBUST_Z × 1.4826 × MAD (a
+    robust z that one or two outliers cannot inflate). Named, not dropped: without evidence
+    (a stall, foreign load, a missed caliber) a slow trial may be the stack's own."""
+    if len(log_ratios) < 5:
+        return []
+    med = statistics.median(log_ratios)
+    mad = statistics.median(abs(x - med) for x in log_ratios)
+    if mad <= 0.0:
+        return []
+    return [i for i, x in enumerate(log_ratios) if abs(x - med) > FAR_ROBUST_Z * 1.4826 * mad]
 
 
 _LOOK_WORDS = {"change": "yes", "equivalent": "no",
