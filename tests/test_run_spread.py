@@ -149,3 +149,48 @@ def test_spread_command_stores_runs_and_reports_the_prior_until_enough(tmp_path,
     assert all(r.labels.get("spread") == out["session"] for r in runs)
     assert rs.stack_key(runs[0].fingerprint) is not None
     assert rs.stack_key(runs[0].fingerprint) == rs.stack_key(runs[1].fingerprint)
+
+
+# -- one spread, correctly kept (issue 36) -----------------------------------------------------
+def test_ab_arms_never_count_as_runs_of_the_stack(store):
+    ids = add_runs(store, LEVELS, fingerprint=fp())
+    # single-trial-per-pair arms of an A/B session on the same stack, far from the runs
+    for side, level in (("A", 30.0), ("B", 90.0), ("A", 31.0), ("B", 88.0)):
+        store_run(store, CAL, [trial(level * f) for f in (0.99, 1.0, 1.01)], fingerprint=fp(),
+                  labels={"ab": "20261206T040000", "side": side})
+    run = sr.get_run(store, ids[0], with_traces=False)
+    s = rs.learn(sr.list_runs(store, caliber=run.caliber_identity, limit=100), run)
+    assert s.source == "learned" and s.runs == len(LEVELS)
+
+
+def test_a_run_that_withheld_its_engine_rate_does_not_switch_the_spread_to_the_client_rate(store):
+    ids = [store_run(store, CAL, [trial(level * f, mal=2.0, step=level * f / 2.0)
+                                  for f in (0.99, 1.0, 1.01)], fingerprint=fp())
+           for level in LEVELS]
+    store_run(store, CAL, [trial(61.0), trial(60.0), trial(62.0)], fingerprint=fp())  # client only
+    run = sr.get_run(store, ids[0], with_traces=False)
+    s = rs.learn(sr.list_runs(store, caliber=run.caliber_identity, limit=100), run)
+    assert s.metric == "engine decode rate" and s.runs == len(LEVELS)
+
+
+def test_the_engine_environment_is_part_of_the_stack():
+    def with_env(env: dict) -> dict:
+        f = fp()
+        f["sections"]["process"]["env"] = Item.ok(env).to_dict() if hasattr(Item, "to_dict") \
+            else {"value": env, "status": "collected", "why": None}
+        return f
+
+    plain = with_env({"CUDA_VISIBLE_DEVICES": "0"})
+    graphs_off = with_env({"CUDA_VISIBLE_DEVICES": "0", "GGML_CUDA_DISABLE_GRAPHS": "1"})
+    assert rs.stack_key(plain) != rs.stack_key(graphs_off)
+    # where files are found is not the stack; a redacted secret reads the same on both sides
+    assert rs.stack_key(with_env({"CUDA_VISIBLE_DEVICES": "0", "HF_HOME": "/a"})) == \
+        rs.stack_key(with_env({"CUDA_VISIBLE_DEVICES": "0", "HF_HOME": "/b"}))
+    from decodescope.fingerprint.process import selected_env
+    from decodescope.redact import redact_env
+
+    kept = redact_env(selected_env({"GGML_CUDA_DISABLE_GRAPHS": "1", "HIP_VISIBLE_DEVICES": "0",
+                         "ROCM_PATH": "/opt", "VLLM_API_KEY": "sk-secret-value-123456",
+                         "HOME": "/root"}))  # as the process section stores it
+    assert {"GGML_CUDA_DISABLE_GRAPHS", "HIP_VISIBLE_DEVICES", "ROCM_PATH"} <= set(kept)
+    assert "HOME" not in kept and "sk-secret-value-123456" not in json.dumps(kept)

@@ -144,6 +144,11 @@ def _max_overlap(spans: list[tuple[float, float]]) -> int | None:
     return best
 
 
+# An A/B trial that stalled, was contaminated or missed its caliber, and was re-taken (run/ab.py):
+# stored with its traces and findings, never pooled into the run's numbers or judgements.
+RETAKEN = "retaken"
+
+
 def engine_windows(run: StoredRun) -> dict[int, list[EngineWindow]]:
     """source="request" windows per trial index, from the stored traces' `timings`."""
     return {t.idx: request_windows(t.requests, t.wall_anchor_s, run.engine) for t in run.trials}
@@ -154,6 +159,8 @@ def analyze_run(run: StoredRun, extra_findings: list[Finding] = ()) -> dict[str,
     ok = [t for t in trials if t["status"] == "ok"]
     findings = [f.to_dict() for f in extra_findings]
     for t in run.trials:
+        if t.status == RETAKEN:  # an A/B trial named and re-taken: its findings are its own
+            continue
         for f in (t.result or {}).get("findings", []):
             _add(findings, f)
     caliber_missed = any(f["code"].startswith("caliber.") for f in findings)
@@ -170,7 +177,8 @@ def analyze_run(run: StoredRun, extra_findings: list[Finding] = ()) -> dict[str,
     }
     conc = in_flight(run)
     req_windows = engine_windows(run)
-    trial_spans = [t["trial_span_s"] for t in trials if t["trial_span_s"]]
+    trial_spans = [t["trial_span_s"] for t in trials
+                   if t["trial_span_s"] and t["status"] != RETAKEN]
     windows = list(run.windows) + [w for ws in req_windows.values() for w in ws]
     if conc is not None:
         windows = flag_contaminated(windows, conc, trial_spans)

@@ -26,13 +26,17 @@ from decodescope.verdict.ab import Design, Look, ab_verdict, render_ab
               type=click.FloatRange(0.1, 100), metavar="PCT",
               help="Smallest relative change (percent) that counts as a change.")
 @click.option("--alpha", default=th.AB_ALPHA, show_default=True,
-              type=click.FloatRange(1e-6, 0.5), help="False-alarm rate over all looks.")
+              type=click.FloatRange(1e-6, 0.25),
+              help="False-alarm rate over all looks; the false 'no change' rate too.")
 @click.option("--min-pairs", default=th.AB_MIN_PAIRS, show_default=True,
               type=click.IntRange(3, 10_000), help="First look; never decides on fewer pairs.")
 @click.option("--max-pairs", default=th.AB_MAX_PAIRS, show_default=True,
               type=click.IntRange(3, 10_000), help="Last look: stop here whatever it says.")
 @click.option("--looks", "n_looks", default=th.AB_LOOKS, show_default=True,
               type=click.IntRange(1, 100), help="Planned looks, geometrically spaced.")
+@click.option("--spending", default=th.AB_SPENDING, show_default=True,
+              type=click.Choice(["pocock", "obrien-fleming"]),
+              help="Lan–DeMets alpha-spending function over the looks.")
 @click.option("--model-a", default=None, help="Model on A (default: the first it lists).")
 @click.option("--model-b", default=None, help="Model on B (default: the first it lists).")
 @client_options("both runs", "per side before its first trial")
@@ -42,17 +46,21 @@ from decodescope.verdict.ab import Design, Look, ab_verdict, render_ab
 @store_option
 @json_option
 def command(url_a: str, url_b: str, caliber_name: str, min_effect: float, alpha: float,
-            min_pairs: int, max_pairs: int, n_looks: int, model_a: str | None,
+            min_pairs: int, max_pairs: int, n_looks: int, spending: str, model_a: str | None,
             model_b: str | None, api_key_env: str | None, proxy: str | None, warmup: int,
             labels: tuple[str, ...], no_scrape: bool, no_fingerprint: bool,
             store_path: str | None, as_json: bool) -> int:
     """Probe URL_A and URL_B alternately (A B, B A, …), one trial at a time, and stop when the
     paired interval decides: B slower or faster than A by at least --min-effect, or a change
-    that large ruled out; else stop at --max-pairs (INCONCLUSIVE with the pairs that would
-    decide it). Sequential error control: Bonferroni over the planned looks (false alarms
-    ≤ --alpha whatever look stops it); the first look is after --min-pairs pairs.
+    that large ruled out (its equivalence interval inside ±--min-effect); else stop at
+    --max-pairs (INCONCLUSIVE with the pairs that would decide it). Sequential error control:
+    Lan–DeMets alpha spending over the planned looks, for the change and the equivalence
+    decision each (≤ --alpha whatever look stops it); the first look is after --min-pairs
+    pairs. A pair whose trial saw foreign load, missed its caliber or stalled is named and
+    re-taken (bounded); a cause that persists decides as in triage.
 
-    Exit codes as triage: 0 NO_CHANGE / IMPROVEMENT, 1 REGRESSION (B slower), 3 INCONCLUSIVE.
+    Exit codes as triage: 0 NO_CHANGE / IMPROVEMENT, 1 REGRESSION (B slower), 3 INCONCLUSIVE
+    or CONTAMINATED.
     """
     from decodescope.cli.probe import parse_labels
     from decodescope.errors import UsageError
@@ -61,7 +69,7 @@ def command(url_a: str, url_b: str, caliber_name: str, min_effect: float, alpha:
         raise UsageError("--max-pairs is below --min-pairs", where="ab",
                          remedy="Give --max-pairs ≥ --min-pairs")
     design = Design(alpha=alpha, min_pairs=min_pairs, max_pairs=max_pairs, n_looks=n_looks,
-                    min_effect=min_effect / 100.0)
+                    min_effect=min_effect / 100.0, spending=spending)
     cal = resolve(caliber_name)
     key = read_api_key(api_key_env)
     sa = ProbeSettings(url=check_url(url_a, "URL_A"), caliber=cal, trials=max_pairs,
@@ -102,6 +110,7 @@ def command(url_a: str, url_b: str, caliber_name: str, min_effect: float, alpha:
         store.close()
     v = ab_verdict(out.log_ratios, out.orders, out.looks, design, stopped=out.stopped,
                    run_a=out.run_a, run_b=out.run_b, urls=(sa.url, sb.url), fingerprints=fps,
-                   runs_verdict=runs_verdict, seconds=out.seconds)
+                   runs_verdict=runs_verdict, seconds=out.seconds, arms=out.arms,
+                   retaken=out.retaken)
     emit(v, as_json, render_ab)
     return v.exit_code

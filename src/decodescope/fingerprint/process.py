@@ -32,7 +32,12 @@ ENV_NAMES = ("PYTHONPATH", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "VIRTUAL
              "NVIDIA_VISIBLE_DEVICES", "LD_PRELOAD", "LD_LIBRARY_PATH")
 ENV_PREFIXES = ("VLLM_", "SGLANG_", "LLAMA_", "HF_", "HUGGING_FACE_", "NCCL_", "TORCH_",
                 "TORCHINDUCTOR_", "PYTORCH_", "TRITON_", "CUDA_", "FLASHINFER_", "OMP_",
-                "KMP_", "MKL_", "GOMP_")
+                "KMP_", "MKL_", "GOMP_", "GGML_", "HIP_", "ROCM_", "HSA_")
+# Of those, the ones that change what the engine computes or how fast (a stack of its own:
+# verdict.run_spread.stack_key), not where it finds its files (HF_*, paths).
+ENGINE_ENV_PREFIXES = ("VLLM_", "SGLANG_", "LLAMA_", "NCCL_", "TORCH_", "TORCHINDUCTOR_",
+                       "PYTORCH_", "TRITON_", "CUDA_", "FLASHINFER_", "OMP_", "KMP_", "MKL_",
+                       "GOMP_", "GGML_", "HIP_", "ROCM_", "HSA_")
 
 
 @dataclass(frozen=True)

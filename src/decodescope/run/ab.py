@@ -7,6 +7,14 @@ both runs with their completed trials, marked interrupted. The decision uses the
 steady-state decode rate of each trial (known the moment the trial ends, and measured the
 same way on both sides); engine numbers are read afterwards for the evidence (step rate ×
 MAL split, fingerprint diff).
+
+The rules before the statistics apply per pair: a trial whose engine saw foreign load (the
+scraped occupancy, analysis.contamination), that missed its caliber (caliber.conformance) or
+that stalled (pauses inside its outputs, records.request_metrics) is named, stored with status
+"retaken" (never pooled) and its pair taken again — at most AB_RETAKE_SHARE × max pairs times.
+A cause that persists (an arm with no clean trial after AB_RETAKES_MIN flagged ones, or the
+budget spent) decides per arm through verdict.decide.premises: CONTAMINATED, or INCONCLUSIVE
+(caliber missed); stalls that persist are kept (they are the stack's) and said.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from decodescope.analysis.run_result import RETAKEN
 from decodescope.caliber.conformance import check_request
 from decodescope.errors import UsageError
 from decodescope.probe import client as cl
@@ -34,7 +43,8 @@ from decodescope.run.runner import ProbeSettings, count_tokens, prepare
 from decodescope.store import runs as store_runs
 from decodescope.store.db import Store
 from decodescope.telemetry.detect import EngineInfo
-from decodescope.verdict.ab import Design, Look, step
+from decodescope.verdict import thresholds as th
+from decodescope.verdict.ab import Arm, Design, Look, Retake, step
 
 SIDES = ("A", "B")
 
@@ -52,6 +62,13 @@ class Side:
     rates: list[float | None] = field(default_factory=list)  # client decode rate per trial
     sent: int = 0
     warm: bool = False
+    trials: int = 0  # trials taken (re-taken ones included): the next trial's index
+    clean: int = 0  # trials without a flag
+    flagged: dict[str, int] = field(default_factory=dict)  # reason -> trials in a row
+    stall_floor: float = th.MIN_EFFECT  # stalls flag a trial from this share of its steady state
+    retaken_idx: dict[str, list[int]] = field(default_factory=dict)  # reason -> trials stored
+    # as "retaken"
+    pending_findings: list[Finding] = field(default_factory=list)  # of re-taken trials
 
 
 @dataclass
@@ -62,8 +79,10 @@ class ABOutcome:
     orders: list[str]  # "AB" | "BA" per pair
     looks: list[Look]  # every look taken, in order
     design: Design
-    stopped: str  # "decided" | "max pairs"
+    stopped: str  # "decided" | "max pairs" | "premise"
     seconds: float
+    retaken: list[Retake] = field(default_factory=list)
+    arms: tuple[Arm, Arm] = (Arm("A"), Arm("B"))
 
     @property
     def last(self) -> Look | None:
@@ -91,7 +110,7 @@ def run_ab(a: ProbeSettings, b: ProbeSettings, store: Store, design: Design, *,
     sides = []
     for name, s in zip(SIDES, (a, b), strict=True):
         info, model, prompt = prepare(s)
-        sides.append(Side(name, s, info, model, prompt))
+        sides.append(Side(name, s, info, model, prompt, stall_floor=design.min_effect))
     session = time.strftime("%Y%m%dT%H%M%S")
     for sd, f, other in zip(sides, fingerprints, ("B", "A"), strict=True):
         cal = sd.settings.caliber
@@ -138,18 +157,65 @@ def run_ab(a: ProbeSettings, b: ProbeSettings, store: Store, design: Design, *,
     return out
 
 
+Flag = tuple[str, str]  # (reason: "contaminated" | "caliber missed" | "stalled", detail)
+BLOCKING = ("contaminated", "caliber missed")  # persistent → a premise decides
+
+
+def retake_budget(design: Design) -> int:
+    return max(th.AB_RETAKES_MIN, math.ceil(th.AB_RETAKE_SHARE * design.max_pairs))
+
+
+def persisted(sd: Side, reason: str, budget_left: int) -> bool:
+    """A blocking cause persists on a side: the re-take budget is spent, or the side has had
+    no clean trial and AB_RETAKES_MIN flagged in a row for it."""
+    return budget_left <= 0 or (sd.clean == 0 and sd.flagged.get(reason, 0) >= th.AB_RETAKES_MIN)
+
+
+def arm_of(sd: Side, flags: list[Flag]) -> Arm:
+    missed = next((d for r, d in flags if r == "caliber missed"), None)
+    cont = next((d for r, d in flags if r == "contaminated"), None)
+    return Arm(sd.name, caliber_missed=f"caliber missed on every re-take ({missed})"
+               if missed else None, contamination=cont)
+
+
 async def _pairs(sides: list[Side], store: Store, design: Design, out: ABOutcome,
                  progress: Progress | None) -> None:
     by = {s.name: s for s in sides}
     conc = max(s.settings.caliber.concurrency for s in sides)
+    budget = retake_budget(design)
+    attempt = 0
     async with cl.make_client(sides[0].settings.proxy, max_connections=max(8, conc)) as client:
-        for pair in range(design.max_pairs):
-            order = order_of(pair)
+        while len(out.log_ratios) < design.max_pairs:
+            order = order_of(attempt)
+            attempt += 1
+            flags: dict[str, list[Flag]] = {}
             for name in order:
-                await _trial(client, by[name], store, pair)
+                flags[name] = await _trial(client, by[name], store, retake=budget > 0)
+            pair_no = len(out.log_ratios) + 1
+            blocking = {n: [f for f in fl if f[0] in BLOCKING] for n, fl in flags.items()}
+            done = {n: fl for n, fl in blocking.items()
+                    if fl and any(persisted(by[n], r, budget) for r, _ in fl)}
+            if done:
+                for n, fl in done.items():  # the cause persisted: its re-taken trials are
+                    for reason in {r for r, _ in fl}:  # the arm's evidence, kept as trials
+                        for i in by[n].retaken_idx.get(reason, []):
+                            store_runs.set_trial_status(store, by[n].run_id, i, "ok")
+                    by[n].findings.extend(by[n].pending_findings)
+                arms = [arm_of(by[n], done.get(n, [])) for n in SIDES]
+                out.arms = (arms[0], arms[1])
+                out.stopped = "premise"
+                return
+            if any(flags.values()) and budget > 0:
+                budget -= 1
+                out.retaken += [Retake(pair_no, n, r, d) for n in SIDES
+                                for r, d in flags.get(n, [])]
+                if progress is not None:
+                    named = ", ".join(f"{n} {r}" for n in SIDES for r, _ in flags.get(n, []))
+                    progress(pair_no, f"{order}; re-taken: {named}", None)
+                continue
             ra, rb = by["A"].rates[-1], by["B"].rates[-1]
             if ra is None or rb is None or ra <= 0 or rb <= 0:
-                raise UsageError(f"pair {pair + 1}: no decode rate on side "
+                raise UsageError(f"pair {pair_no}: no decode rate on side "
                                  f"{'A' if not ra else 'B'} (an output too short for its "
                                  "steady state?)", where="ab",
                                  remedy="Use a caliber whose output passes its steady-state "
@@ -167,10 +233,29 @@ async def _pairs(sides: list[Side], store: Store, design: Design, out: ABOutcome
                 return
 
 
-async def _trial(client: Any, sd: Side, store: Store, idx: int) -> None:
+def s_min_effect(sd: Side) -> float:
+    return sd.stall_floor
+
+
+def stalled_share(per_req: list[Any]) -> tuple[float, int] | None:
+    """(share of the trial's steady-state time lost to stalls, stalls) over its requests;
+    None when no request stalled or no steady state was timed."""
+    n = sum(len(m.stalls) for m in per_req)
+    span = sum((m.steady_t_end_s - m.steady_t_start_s) for m in per_req
+               if m.steady_t_end_s is not None and m.steady_t_start_s is not None)
+    if n == 0 or span <= 0:
+        return None
+    return sum(m.stall_s for m in per_req) / span, n
+
+
+async def _trial(client: Any, sd: Side, store: Store, *, retake: bool) -> list[Flag]:
     """One trial on one side, stored in that side's run as it completes (the runner's trial,
-    for a closed-loop caliber)."""
+    for a closed-loop caliber). Returns what flags it (the engine's and the trace's own
+    evidence); a flagged trial is stored as "retaken" when `retake` (the pair will be taken
+    again), else as an ordinary trial."""
     s, cal = sd.settings, sd.settings.caliber
+    idx = sd.trials
+    sd.trials += 1
     bodies = RequestBodies(cal, build_body(cal, sd.model, sd.prompt.text), sd.model)
     path = endpoint_path(cal)
     if not sd.warm:
@@ -202,13 +287,41 @@ async def _trial(client: Any, sd: Side, store: Store, idx: int) -> None:
     for i, m in enumerate(per_req):
         if traces[i].ok:
             found += check_request(cal, m, f"trial {idx + 1}, request {i + 1}")
-    sd.findings.extend(found)
-    store_runs.add_trial(store, sd.run_id, idx, status="failed" if failed else "ok",
+    flags: list[Flag] = []
+    if failed is None:
+        for ob in sd.observers:
+            live = getattr(ob, "trial_contamination", None)
+            why = live(idx) if live is not None else None
+            if why:
+                flags.append(("contaminated", why.removesuffix(": foreign load")))
+                break
+        if found:
+            flags.append(("caliber missed", found[0].cause))
+        stalled = stalled_share(per_req)
+        if stalled is not None and stalled[0] >= s_min_effect(sd):
+            flags.append(("stalled", f"{stalled[1]} pause(s), {100 * stalled[0]:.0f} % of the "
+                                     "steady state"))
+    for reason in ("contaminated", "caliber missed", "stalled"):
+        sd.flagged[reason] = sd.flagged.get(reason, 0) + 1 \
+            if any(r == reason for r, _ in flags) else 0
+    if not flags:
+        sd.clean += 1
+    status = "failed" if failed else RETAKEN if (flags and retake) else "ok"
+    if status == RETAKEN:
+        for reason, _ in flags:
+            sd.retaken_idx.setdefault(reason, []).append(idx)
+        sd.pending_findings.extend(found)
+    else:
+        sd.findings.extend(found)
+    store_runs.add_trial(store, sd.run_id, idx, status=status,
                          started_at=started, wall_anchor_s=anchor,
                          result={"requests": [m.to_dict() for m in per_req],
-                                 "findings": [f.to_dict() for f in found]},
+                                 "findings": [f.to_dict() for f in found],
+                                 **({"retaken": [f"{r}: {d}" for r, d in flags]}
+                                    if status == RETAKEN else {})},
                          requests=traces)
     if failed is not None:
         cl.raise_for_trace(failed)
     rates = [m.decode_rate for m in per_req if m.decode_rate is not None and m.decode_rate > 0]
     sd.rates.append(math.exp(statistics.fmean(math.log(r) for r in rates)) if rates else None)
+    return flags

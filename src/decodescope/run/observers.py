@@ -143,6 +143,26 @@ class PrometheusObserver:
         if kind == "trial_end":
             span[1] = s.t_wall_s
 
+    def trial_contamination(self, trial: int) -> str | None:
+        """Foreign load seen by the engine during one finished trial (analysis.contamination
+        over the windows scraped so far that overlap its span), in words; None when none was
+        seen or nothing can say. Read live, between trials (an A/B re-takes such a trial)."""
+        from decodescope.analysis.contamination import contamination
+
+        if self._unavailable or self._gave_up:
+            return None
+        span = self._spans.get(str(trial))
+        if span is None or span[1] <= span[0]:
+            return None
+        with self._lock:
+            scrapes = sorted(self._scrapes, key=lambda s: s.t_s)
+        engine = self.engine
+        if engine.removeprefix("sim-") in ("openai", "unknown"):
+            engine = next((s.prefix for s in scrapes if s.prefix), None) or engine
+        windows = windows_from_scrapes(scrapes, engine)
+        _, finding = contamination(windows, self.in_flight, [span])
+        return finding.cause if finding is not None else None
+
     def stop(self) -> ObserverResult:
         self._stop.set()
         self._wake.set()

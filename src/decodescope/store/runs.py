@@ -67,6 +67,14 @@ def add_trial(store: Store, run_id: int, idx: int, *, status: str, started_at: f
                       [(run_id, idx, w.source, dumps(w.to_dict())) for w in windows])
 
 
+def set_trial_status(store: Store, run_id: int, idx: int, status: str) -> None:
+    """Change one stored trial's status (an A/B trial first marked "retaken" whose cause then
+    persisted: it is the arm's evidence, kept as an ordinary trial)."""
+    with store.tx() as c:
+        c.execute("UPDATE trials SET status = ? WHERE run_id = ? AND idx = ?",
+                  (status, run_id, idx))
+
+
 def delete_run(store: Store, run_id: int) -> bool:
     """Delete one run with its trials, traces, windows and series, in one transaction
     (explicit deletes: no reliance on ON DELETE CASCADE). False when there is no such run."""

@@ -6,23 +6,28 @@ network and the time of day falls on both trials of a pair alike, and a drift th
 within two trials enters the pairs with alternating sign, so it cancels in their mean and only
 widens their spread (honestly: it is then in the sd).
 
-**Method: a group-sequential design with Bonferroni-adjusted repeated confidence intervals**
-(Jennison & Turnbull, *Group Sequential Methods*, 2000, ch. 9). The test looks after
-`min_pairs` pairs and then at `n_looks` − 1 more pair counts spaced geometrically up to
-`max_pairs` (default 6, 9, 13, 19, 27, 40): K looks planned in advance. At each look the interval of the mean of d is a Student t interval at level
-1 − α/K. By the union bound the chance that any of the K intervals misses the true difference
-— in particular that identical stacks read "beyond noise" at any look — is at most α, however
-the looks are correlated and whichever look stops the test. It is more conservative than a
-Pocock or O'Brien–Fleming boundary (which need the correlation of the looks, known only for
-normal data with a known variance) and holds for the t statistics of small samples as they
-are. The stop never decides on fewer than `min_pairs` pairs.
+**Method: a group-sequential design with Lan–DeMets alpha spending** (Lan & DeMets,
+Biometrika 1983; Jennison & Turnbull, *Group Sequential Methods*, 2000, ch. 7 and 11; the
+boundaries are computed in verdict/spending.py). The test looks after `min_pairs` pairs and
+then at `n_looks` − 1 more pair counts spaced geometrically up to `max_pairs` (default 6, 9,
+13, 19, 27, 40): K looks planned in advance, information fraction t_k = n_k / max_pairs. Two
+tests run side by side, each with its own error spent along the looks by the Pocock-type
+spending function α·ln(1 + (e − 1)·t) (default; O'Brien–Fleming-type on request):
 
-Stop at a look when:
+* **change** (two-sided, α): at look k the Student t interval of the mean of d at the look's
+  nominal level; it excludes 0 with |change| ≥ the minimum effect → REGRESSION / IMPROVEMENT.
+  Identical stacks read "beyond noise" at any look with probability ≤ α.
+* **equivalence** (two one-sided tests, TOST, Schuirmann 1987, each one-sided at α spent along
+  the looks): the interval at 1 − 2·q_k (q_k the look's one-sided nominal level) lies inside
+  ±minimum effect → NO_CHANGE. A stack changed by the minimum effect or more is called
+  NO_CHANGE with probability ≤ α (the intersection–union principle: both one-sided tests must
+  reject at one look).
 
-* the interval excludes 0 and |change| ≥ the minimum effect → REGRESSION / IMPROVEMENT;
-* the interval lies inside ±minimum effect → NO_CHANGE (a change that matters is ruled out);
-* otherwise go on; at the last look: beyond noise but below the minimum effect → NO_CHANGE,
-  else INCONCLUSIVE with the pairs that would decide it (from the measured pair sd).
+Stopping for one decision only lowers the other's error (non-binding). A change beyond noise
+but below the minimum effect whose interval still reaches beyond it is never NO_CHANGE: the
+test goes on, and at the last look says so (INCONCLUSIVE, "below the minimum effect, not ruled
+out"). NO_CHANGE whose change interval excludes 0 carries a note: a real change, smaller than
+the minimum effect. The stop never decides on fewer than `min_pairs` pairs.
 
 Pure: no I/O.
 """
@@ -37,6 +42,7 @@ from typing import Any, Literal
 
 from decodescope.records.evidence import EvidenceRow, EvidenceStatus
 from decodescope.verdict import thresholds as th
+from decodescope.verdict.spending import SPENDINGS, nominal_levels
 from decodescope.verdict.stats import pct
 
 # "N A/B pairs for ±5 %": the user's question is "is the new stack slower by 5 %?"
@@ -54,16 +60,19 @@ class Design:
     max_pairs: int = th.AB_MAX_PAIRS
     n_looks: int = th.AB_LOOKS
     min_effect: float = th.MIN_EFFECT
+    spending: str = th.AB_SPENDING
 
     def __post_init__(self) -> None:
-        if not 0.0 < self.alpha < 1.0:
-            raise ValueError("alpha must be in (0, 1)")
+        if not 0.0 < self.alpha < 0.5:
+            raise ValueError("alpha must be in (0, 0.5)")
         if self.min_pairs < 3:
             raise ValueError("min_pairs must be at least 3 (the pair sd needs 2 df)")
         if self.max_pairs < self.min_pairs:
             raise ValueError("max_pairs must be at least min_pairs")
         if self.n_looks < 1:
             raise ValueError("n_looks must be at least 1")
+        if self.spending not in SPENDINGS:
+            raise ValueError(f"spending must be one of {', '.join(SPENDINGS)}")
 
     def looks(self) -> list[int]:
         """Pair counts at which the test looks: min_pairs … max_pairs, geometrically spaced."""
@@ -74,17 +83,42 @@ class Design:
         out = sorted({round(lo * ratio ** (i / (k - 1))) for i in range(k)})
         return out
 
+    def _fractions(self) -> tuple[float, ...]:
+        return tuple(n / self.max_pairs for n in self.looks())
+
+    def change_levels(self) -> tuple[float, ...]:
+        """Per look: the confidence level of the change interval (1 − the two-sided nominal
+        level its boundary spends)."""
+        return tuple(1.0 - p for p in nominal_levels(self.spending, self.alpha,
+                                                     self._fractions(), 2))
+
+    def equivalence_levels(self) -> tuple[float, ...]:
+        """Per look: the confidence level of the TOST interval (1 − 2 × the one-sided nominal
+        level)."""
+        return tuple(1.0 - 2.0 * q for q in nominal_levels(self.spending, self.alpha,
+                                                           self._fractions(), 1))
+
+    def levels_at(self, n: int) -> tuple[float, float]:
+        """(change level, equivalence level) of the look at n pairs; between looks or past the
+        last, those of the nearest look at or before n (the first look's before it)."""
+        looks = self.looks()
+        i = max([j for j, x in enumerate(looks) if x <= n], default=0)
+        return self.change_levels()[i], self.equivalence_levels()[i]
+
     @property
     def level(self) -> float:
-        """Confidence level of each look's interval: 1 − α/K."""
-        return 1.0 - self.alpha / len(self.looks())
+        """Confidence level of the change interval at the last planned look."""
+        return self.change_levels()[-1]
 
     def describe(self) -> str:
         k = len(self.looks())
         at = ", ".join(map(str, self.looks()))
-        return (f"group-sequential, {k} looks (after {at} pairs), Bonferroni: each interval "
-                f"at {100 * self.level:.2f} %, "
-                f"false-alarm rate ≤ {self.alpha:.0%} over all looks")
+        ch, eq = self.change_levels(), self.equivalence_levels()
+        return (f"group-sequential, {k} looks (after {at} pairs), Lan–DeMets {self.spending} "
+                f"alpha spending: change intervals at {100 * min(ch):.2f}–{100 * max(ch):.2f} %, "
+                f"equivalence (TOST) intervals at {100 * min(eq):.2f}–{100 * max(eq):.2f} %; "
+                f"false-alarm rate ≤ {self.alpha:.0%} and false 'no change' rate ≤ "
+                f"{self.alpha:.0%} over all looks")
 
 
 def t_crit(level: float, df: int) -> float:
@@ -98,9 +132,13 @@ class Look:
     pairs: int
     mean: float  # mean log ratio B/A
     sd: float  # sd of the pair log ratios
-    lo: float  # interval of the mean log ratio, at the design's per-look level
+    lo: float  # change interval of the mean log ratio, at the look's change level
     hi: float
     decision: LookDecision
+    eq_lo: float | None = None  # equivalence (TOST) interval, at the look's equivalence level
+    eq_hi: float | None = None
+    level: float | None = None  # change interval's confidence level
+    eq_level: float | None = None
 
     @property
     def rel(self) -> float:
@@ -114,39 +152,54 @@ class Look:
     def rel_hi(self) -> float:
         return math.expm1(self.hi)
 
+    @property
+    def beyond_noise(self) -> bool:
+        return self.lo > 0.0 or self.hi < 0.0
+
     def describe(self) -> str:
         return (f"{pct(self.rel)} (interval {pct(self.rel_lo)} … {pct(self.rel_hi)}) after "
                 f"{self.pairs} pairs")
+
+    def describe_eq(self) -> str:
+        if self.eq_lo is None or self.eq_hi is None:
+            return ""
+        return f"{pct(math.expm1(self.eq_lo))} … {pct(math.expm1(self.eq_hi))}"
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "rel": self.rel, "rel_lo": self.rel_lo, "rel_hi": self.rel_hi}
 
 
 def look(log_ratios: Sequence[float], design: Design, *, final: bool = False) -> Look:
-    """The interval after these pairs and what it decides."""
+    """The intervals after these pairs and what they decide."""
     n = len(log_ratios)
     if n < 2:
         raise ValueError("a look needs at least 2 pairs")
     m = statistics.fmean(log_ratios)
     sd = statistics.stdev(log_ratios)
-    half = t_crit(design.level, n - 1) * sd / math.sqrt(n)
+    se = sd / math.sqrt(n)
+    lev, eq_lev = design.levels_at(n)
+    half = t_crit(lev, n - 1) * se
+    eq_half = t_crit(eq_lev, n - 1) * se
     lo, hi = m - half, m + half
+    eq_lo, eq_hi = m - eq_half, m + eq_half
     edge = math.log1p(design.min_effect)
-    low_edge = math.log1p(-design.min_effect)
+    low_edge = math.log1p(-design.min_effect) if design.min_effect < 1.0 else -math.inf
+    beyond = lo > 0.0 or hi < 0.0
     decision: LookDecision
     if n < design.min_pairs:
         decision = "continue"
-    elif (lo > 0.0 or hi < 0.0) and abs(math.expm1(m)) >= design.min_effect:
+    elif beyond and abs(math.expm1(m)) >= design.min_effect:
         decision = "change"
-    elif lo > low_edge and hi < edge:
+    elif eq_lo > low_edge and eq_hi < edge:
         decision = "equivalent"
     elif not final:
         decision = "continue"
-    elif lo > 0.0 or hi < 0.0:
-        decision = "below_min_effect"
+    elif beyond:
+        decision = "below_min_effect"  # real, small, but a change of the minimum effect is
+        # not ruled out: never NO_CHANGE
     else:
         decision = "undecided"
-    return Look(n, m, sd, lo, hi, decision)
+    return Look(n, m, sd, lo, hi, decision, eq_lo, eq_hi, lev, eq_lev)
 
 
 def step(log_ratios: Sequence[float], design: Design) -> Look | None:
@@ -171,17 +224,19 @@ def run_sequential(log_ratios: Sequence[float], design: Design) -> Look | None:
     return last
 
 
-def pairs_needed(pair_sd: float, half_width: float, design: Design) -> int | None:
-    """Pairs for an interval of ±half_width (relative) at the design's per-look level, given
-    the sd of the pair log ratios: the smallest n with t(n − 1)·sd/√n ≤ ln(1 + half_width);
-    None beyond MAX_TRIALS_SUGGESTED."""
+def pairs_needed(pair_sd: float, half_width: float, design: Design,
+                 level: float | None = None) -> int | None:
+    """Pairs for an interval of ±half_width (relative) at `level` (default: the design's
+    change level at its last look), given the sd of the pair log ratios: the smallest n with
+    t(n − 1)·sd/√n ≤ ln(1 + half_width); None beyond MAX_TRIALS_SUGGESTED."""
+    lev = design.level if level is None else level
     target = math.log1p(half_width)
     if pair_sd <= 0.0:
         return design.min_pairs
-    z = statistics.NormalDist().inv_cdf(0.5 + design.level / 2.0)
+    z = statistics.NormalDist().inv_cdf(0.5 + lev / 2.0)
     n = max(design.min_pairs, math.ceil((z * pair_sd / target) ** 2))
     while n <= th.MAX_TRIALS_SUGGESTED:
-        if t_crit(design.level, n - 1) * pair_sd / math.sqrt(n) <= target:
+        if t_crit(lev, n - 1) * pair_sd / math.sqrt(n) <= target:
             return n
         n += 1
     return None
@@ -191,7 +246,7 @@ def verdict_kind(lk: Look) -> str:
     """The triage verdict a look's decision maps to (B is the current side, A the baseline)."""
     if lk.decision == "change":
         return "REGRESSION" if lk.mean < 0 else "IMPROVEMENT"
-    if lk.decision in ("equivalent", "below_min_effect"):
+    if lk.decision == "equivalent":
         return "NO_CHANGE"
     return "INCONCLUSIVE"
 
@@ -223,8 +278,31 @@ SHARED_HOST_MEANING = (
 
 
 @dataclass(frozen=True)
+class Arm:
+    """What the rules before the statistics (verdict.decide.premises) read of one A/B arm: the
+    cause that persisted on it through the bounded re-takes, in words; None: none persisted."""
+
+    name: str  # "A" | "B"
+    caliber_missed: str | None = None
+    contamination: str | None = None
+
+
+@dataclass(frozen=True)
+class Retake:
+    """A pair that was named and re-taken, not pooled: which trial, and the evidence."""
+
+    pair: int  # 1-based pair number it was taken as
+    side: str  # "A" | "B"
+    reason: str  # "contaminated" | "caliber missed" | "stalled"
+    detail: str
+
+    def describe(self) -> str:
+        return f"pair {self.pair} ({self.side} {self.reason}: {self.detail})"
+
+
+@dataclass(frozen=True)
 class ABVerdict:
-    kind: str  # NO_CHANGE | REGRESSION | IMPROVEMENT | INCONCLUSIVE (B is current, A baseline)
+    kind: str  # NO_CHANGE | REGRESSION | IMPROVEMENT | INCONCLUSIVE | CONTAMINATED
     cause: str | None
     headline: str
     lines: tuple[str, ...]
@@ -242,6 +320,9 @@ class ABVerdict:
     evidence: tuple[Any, ...]  # EvidenceRow of the two runs' triage (fingerprint diff, …)
     pairs_for_hint: int | None
     seconds: float
+    retaken: tuple[Retake, ...] = ()
+    next_step: str | None = None
+    premise: str | None = None  # the rule before the statistics that decided, when one did
 
     @property
     def exit_code(self) -> int:
@@ -263,62 +344,160 @@ class ABVerdict:
             "fingerprints": {"A": self.fingerprints[0], "B": self.fingerprints[1]},
             "evidence": [r.to_dict() for r in self.evidence],
             "pairs_for_5pct": self.pairs_for_hint, "seconds": self.seconds,
+            "retaken": [asdict(r) for r in self.retaken], "next_step": self.next_step,
+            "premise": self.premise,
         }
+
+
+def paired_change(lk: Look, design: Design) -> Any:
+    """The paired decode statistic of a look as a stats.Change, so the carrier rule that
+    triage applies (verdict.decide.change_cause) reads it as it reads triage's own."""
+    from decodescope.verdict.stats import Change, ChangeStatus
+
+    status: ChangeStatus = ("down" if lk.mean < 0 else "up") if lk.decision == "change" else (
+        "below_min_effect" if lk.beyond_noise else "not_significant")
+    return Change("decode", lk.pairs, lk.pairs, None, None, lk.rel, lk.rel_lo, lk.rel_hi,
+                  float(lk.pairs - 1), lk.level or design.level, design.min_effect, status,
+                  None)
+
+
+def _cause(kind: str, lk: Look, design: Design, runs_verdict: Any | None) -> str:
+    """The cause of a decided change: triage's carrier rule over the two runs' components
+    (acceptance, step rate) against the paired decode change — the same rule whatever the
+    runs' own unpaired decode verdict was, so it does not flip with it."""
+    if runs_verdict is None or not getattr(runs_verdict, "changes", None):
+        return "decode rate"
+    from decodescope.verdict.decide import change_cause
+    from decodescope.verdict.side_values import spec_state
+
+    b, c = runs_verdict.baseline, runs_verdict.current
+    spec = spec_state(b, c)
+    if spec is not None and ((spec == "off") == (kind == "REGRESSION")):
+        return f"speculative decoding {spec}"
+    return change_cause(paired_change(lk, design), runs_verdict.changes, b, c) or "decode rate"
 
 
 def ab_verdict(log_ratios: Sequence[float], orders: Sequence[str], looks: Sequence[Look],
                design: Design, *, stopped: str, run_a: int, run_b: int,
                urls: tuple[str | None, str | None],
                fingerprints: tuple[dict[str, Any] | None, dict[str, Any] | None],
-               runs_verdict: Any | None, seconds: float = 0.0) -> ABVerdict:
-    """The A/B's verdict and its words. `runs_verdict` is triage of the two stored runs (B
-    against A): its cause (step rate / acceptance) names what carries a decided change when it
-    agrees in direction, and its evidence rows (caliber, fingerprint diff) are shown."""
+               runs_verdict: Any | None, seconds: float = 0.0,
+               arms: tuple[Arm, Arm] | None = None,
+               retaken: Sequence[Retake] = ()) -> ABVerdict:
+    """The A/B's verdict and its words. First the rules before the statistics
+    (verdict.decide.premises) on the two arms — a cause that persisted on an arm through the
+    re-takes (caliber missed, foreign load) decides as it does in triage; then the paired
+    sequential test. `runs_verdict` is triage of the two stored runs (B against A): its
+    components (acceptance, step rate) name what carries a decided change by triage's carrier
+    rule, and its evidence rows (caliber, fingerprint diff) are shown."""
+    from decodescope.verdict.decide import premises
+    from decodescope.verdict.types import CaliberComparison
+
     lk = looks[-1] if looks else None
     n = len(log_ratios)
+    blocked = None
+    if arms is not None:
+        blocked = premises(arms[0], arms[1], CaliberComparison(True, "one caliber for both "
+                                                               "arms (an A/B)"))
     kind = verdict_kind(lk) if lk is not None else "INCONCLUSIVE"
-    cause = None
-    if kind in ("REGRESSION", "IMPROVEMENT"):
-        cause = "decode rate"
-        if runs_verdict is not None and runs_verdict.kind == kind and runs_verdict.cause:
-            cause = runs_verdict.cause
+    cause: str | None = None
+    if blocked is not None:
+        kind, cause = blocked.kind, blocked.cause
+    elif kind in ("REGRESSION", "IMPROVEMENT") and lk is not None:
+        cause = _cause(kind, lk, design, runs_verdict)
+    elif lk is not None and lk.decision == "below_min_effect":
+        cause = "below the minimum effect, not ruled out"
+    elif kind == "INCONCLUSIVE":
+        cause = "noise"
     sd = statistics.stdev(log_ratios) if n >= 2 else None
     hint = pairs_needed(sd, HINT_HALF_WIDTH, design) if sd is not None else None
-    level = f"{100 * design.level:.2f} %"
-    if lk is None:
+    lev = f"{100 * (lk.level or design.level):.2f} %" if lk is not None else ""
+    eq_lev = f"{100 * (lk.eq_level or 0.0):.2f} %" if lk is not None else ""
+    next_step: str | None = None
+    if blocked is not None and arms is not None:
+        why = "; ".join(f"{a.name}: {x}" for a in arms
+                        for x in (a.caliber_missed, a.contamination) if x)
+        if kind == "CONTAMINATED":
+            head = (f"CONTAMINATED — foreign load persisted through the re-takes ({why}): "
+                    "the paired rates would describe a larger batch than the caliber's.")
+            next_step = ("Measure on idle engines (or dedicated replicas), then run the same "
+                         "`decodescope ab` again.")
+        else:
+            head = (f"INCONCLUSIVE (caliber missed) — {why}: the two sides were not measured "
+                    "under the caliber asked for.")
+            next_step = ("Give the arm what the caliber asks for (for thinking: a reasoning "
+                         "parser and a model that honours it), or use a caliber it can meet.")
+    elif lk is None:
         head = (f"INCONCLUSIVE — {n} pair{'s' if n != 1 else ''}: the test looks first after "
                 f"{design.min_pairs} pairs.")
     elif kind in ("REGRESSION", "IMPROVEMENT"):
         head = (f"{kind} ({cause}) — B is {'slower' if lk.mean < 0 else 'faster'} than A: "
-                f"decode {lk.describe()}, interval at {level}; decided at a planned look.")
+                f"decode {lk.describe()}, interval at {lev}; decided at a planned look.")
     elif lk.decision == "equivalent":
-        head = (f"NO CHANGE — decode {lk.describe()}, interval at {level} inside "
-                f"±{design.min_effect:.0%}: a change of the minimum effect is ruled out.")
+        head = (f"NO CHANGE — decode {pct(lk.rel)} after {lk.pairs} pairs, equivalence "
+                f"interval {lk.describe_eq()} at {eq_lev} inside ±{design.min_effect:.0%}: a "
+                "change of the minimum effect is ruled out.")
     elif lk.decision == "below_min_effect":
-        head = (f"NO CHANGE — decode {lk.describe()}: beyond noise but below the "
-                f"{design.min_effect:.0%} minimum effect.")
+        head = (f"INCONCLUSIVE (a change below the minimum effect, not ruled out) — decode "
+                f"{lk.describe()}, interval at {lev}: beyond noise, smaller than "
+                f"{design.min_effect:.0%}, but its equivalence interval {lk.describe_eq()} "
+                f"reaches beyond ±{design.min_effect:.0%}.")
     else:
-        head = (f"INCONCLUSIVE — decode {lk.describe()}, interval at {level}: neither a "
+        head = (f"INCONCLUSIVE — decode {lk.describe()}, interval at {lev}: neither a "
                 f"change of ≥ {design.min_effect:.0%} nor its absence is shown.")
-    lines = [f"Method: {design.describe()}; pairs in order "
-             f"{' '.join(orders[:8])}{' …' if len(orders) > 8 else ''}; "
+    order_words = (f"pairs in order {' '.join(orders[:8])}{' …' if len(orders) > 8 else ''}; "
+                   if orders else "")
+    lines = [f"Method: {design.describe()}; {order_words}"
              "statistic: ln(B/A) of each pair's client steady-state decode rates."]
+    if blocked is None and lk is not None and lk.decision == "equivalent" and lk.beyond_noise:
+        lines.append(f"A small change is beyond noise: {lk.describe()} (interval at {lev}), "
+                     f"inside ±{design.min_effect:.0%} — real, smaller than the minimum effect.")
     if sd is not None:
         lines.append(f"Pair log-ratio sd {100 * sd:.1f} %"
                      + (f"; about {hint} pairs give ±{HINT_HALF_WIDTH:.0%} at this sd."
                         if hint else "."))
-    if kind == "INCONCLUSIVE" and lk is not None and sd is not None:
-        lines.append(decide_hint(lk, sd, design, hint))
+    if retaken:
+        lines.append(f"Re-taken, not pooled ({len(retaken)}): "
+                     + "; ".join(r.describe() for r in retaken[:6])
+                     + (" …" if len(retaken) > 6 else "") + ".")
+    far = far_pairs(log_ratios)
+    if far:
+        lines.append("Far from the rest, with no engine or trace evidence against them: "
+                     + ", ".join(f"pair {i + 1} ({pct(math.expm1(log_ratios[i]))})"
+                                 for i in far[:6]) + (" …" if len(far) > 6 else "")
+                     + " — kept: they widen the interval (which keeps the error rate); a "
+                       "pause the trace saw would have been re-taken.")
+    if blocked is None and kind == "INCONCLUSIVE" and lk is not None and sd is not None:
+        line, next_step = decide_hint(lk, sd, design, hint)
+        lines.append(line)
     host = same_host(*fingerprints)
     if host is not None:
         lines.append("Shared host: " + SHARED_HOST_MEANING.format(host=host) + ".")
-    ev = ab_evidence(tuple(getattr(runs_verdict, "evidence", ()) or ()), lk, n, level)
+    ev = ab_evidence(tuple(getattr(runs_verdict, "evidence", ()) or ()), lk, n, lev)
     return ABVerdict(kind, cause, head, tuple(lines), lk, tuple(looks), tuple(log_ratios),
                      tuple(orders), design, stopped, run_a, run_b, urls, host, fingerprints,
-                     ev, hint, seconds)
+                     ev, hint, seconds, tuple(retaken), next_step,
+                     None if blocked is None else f"{blocked.kind} ({blocked.cause})")
 
 
-_LOOK_WORDS = {"change": "yes", "equivalent": "no", "below_min_effect": "no",
+FAR_ROBUST_Z = 5.0  # |d − median| beyond this many robust sds (1.4826 × MAD) is named
+
+
+def far_pairs(log_ratios: Sequence[float]) -> list[int]:
+    """Indices of pairs far from the rest: |d − median| > FAR_ROBUST_Z × 1.4826 × MAD (a
+    robust z that one or two outliers cannot inflate). Named, not dropped: without evidence
+    (a stall, foreign load, a missed caliber) a slow trial may be the stack's own."""
+    if len(log_ratios) < 5:
+        return []
+    med = statistics.median(log_ratios)
+    mad = statistics.median(abs(x - med) for x in log_ratios)
+    if mad <= 0.0:
+        return []
+    return [i for i, x in enumerate(log_ratios) if abs(x - med) > FAR_ROBUST_Z * 1.4826 * mad]
+
+
+_LOOK_WORDS = {"change": "yes", "equivalent": "no",
+               "below_min_effect": "yes, below the minimum effect (not ruled out)",
                "undecided": "undecided", "continue": "undecided"}
 
 
@@ -350,24 +529,35 @@ def ab_evidence(rows: Sequence[EvidenceRow], lk: Look | None, n: int,
     return tuple(out)
 
 
-def decide_hint(lk: Look, sd: float, design: Design, hint: int | None) -> str:
-    """What would decide an INCONCLUSIVE A/B, from the measured pair sd: the pairs for the
-    wider of the intervals that would decide at the measured difference, and for ±5 %."""
+def decide_hint(lk: Look, sd: float, design: Design, hint: int | None) -> tuple[str, str]:
+    """What would decide an INCONCLUSIVE A/B, from the measured pair sd, and the next step
+    that can decide it: a change of the minimum effect needs a change interval that excludes 0
+    (half-width under the measured |change|); no change needs an equivalence interval inside
+    ±minimum effect around the measured change (half-width under minimum effect − |change|).
+    The wider of the two that applies sets the pairs; beyond what pairs can give, a longer
+    trial (more output tokens per trial lowers the per-trial noise)."""
     m = abs(lk.rel)
-    # the wider of the two intervals that would decide: one that rules out the minimum effect
-    # around the measured difference, or one that excludes 0 (a change, or one below the
-    # minimum effect)
-    target, goal = max((design.min_effect - m, f"rules out a change of ≥ {design.min_effect:.0%} "
-                                               f"around the measured {pct(lk.rel)}"),
-                       (m, f"excludes 0 at the measured {pct(lk.rel)}"))
-    n = pairs_needed(sd, target, design) if target > 0.001 else None
-    first = (f"about {n} pairs in all at this pair sd ({100 * sd:.1f} %) for an interval of "
-             f"±{100 * target:.1f} % that {goal} (--max-pairs {n})" if n is not None else
-             f"more than {th.MAX_TRIALS_SUGGESTED} pairs at this pair sd ({100 * sd:.1f} %) "
-             f"to decide against the {design.min_effect:.0%} minimum effect")
+    if m >= design.min_effect:
+        target, goal, lev = m, f"excludes 0 at the measured {pct(lk.rel)}", design.level
+    else:
+        target = design.min_effect - m
+        goal = (f"rules out a change of ≥ {design.min_effect:.0%} around the measured "
+                f"{pct(lk.rel)}")
+        lev = design.equivalence_levels()[-1]
+    n = pairs_needed(sd, target, design, level=lev) if target > 0.001 else None
+    if n is not None:
+        first = (f"about {n} pairs in all at this pair sd ({100 * sd:.1f} %) for an interval "
+                 f"of ±{100 * target:.1f} % that {goal}")
+        step_ = (f"rerun with --max-pairs {max(n, design.max_pairs + 1)} (the same caliber and "
+                 "endpoints)")
+    else:
+        first = (f"more than {th.MAX_TRIALS_SUGGESTED} pairs at this pair sd "
+                 f"({100 * sd:.1f} %) to decide against the {design.min_effect:.0%} minimum "
+                 "effect")
+        step_ = ("a longer trial: a caliber with more output tokens per trial (its pair sd "
+                 "falls), or a quieter host")
     five = f"; ±{HINT_HALF_WIDTH:.0%} takes about {hint} pairs" if hint else ""
-    return (f"What would decide it: {first}{five}; or a larger --min-effect, or a quieter "
-            "host (the pair sd sets the count).")
+    return f"What would decide it: {first}{five}.", step_
 
 
 def render_ab(v: ABVerdict) -> str:
@@ -382,5 +572,7 @@ def render_ab(v: ABVerdict) -> str:
         out += ["", "Evidence (the two runs, B against A):"]
         width = max(len(r.check) for r in v.evidence)
         out += [f"  {r.check:<{width}}  {r.result}" for r in v.evidence]
-    out += ["", f"Both runs are stored: decodescope triage {v.run_b} --baseline {v.run_a}"]
+    if v.next_step:
+        out += ["", f"Next: {v.next_step}"]
+    out += ["", f"Both sides are stored as runs {v.run_a} (A) and {v.run_b} (B)."]
     return "\n".join(out)

@@ -8,6 +8,8 @@ Order:
 2. CONTAMINATED   either side's engine saw foreign load
 3. CALIBER_MISMATCH  caliber identities differ (or log-window evidence says so);
    INCONCLUSIVE when the caliber cannot be established (log windows) and nobody asserted it
+   (the caliber-missed, contamination and caliber rules are `premises`, shared with `ab`,
+   which applies them per arm and per pair before its paired statistics)
 4. same caliber — the headline is about the decode rate itself:
    a. decode rate moved beyond noise and by at least the minimum effect → REGRESSION /
       IMPROVEMENT. The cause is the component that carries it: stalls (pauses inside the
@@ -30,6 +32,7 @@ Pure: no I/O.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from decodescope.verdict import thresholds as th
 from decodescope.verdict.rate_change import carrier
@@ -111,6 +114,51 @@ def _stalls_decide(b: Side, c: Side, gain: float, d: Change) -> tuple[str, str]:
     return "decided", between
 
 
+class Premised(Protocol):
+    """What the rules before the statistics read of a side: a triage Side, or an A/B arm."""
+
+    @property
+    def caliber_missed(self) -> str | None: ...
+
+    @property
+    def contamination(self) -> str | None: ...
+
+
+def premises(b: Premised, c: Premised, cal: CaliberComparison, *,
+             assume_same_caliber: bool = False) -> Decision | None:
+    """The rules that come before any statistic, in order, for every command that states a
+    verdict (triage's `decide`, `ab` per arm and per pair): the first one that blocks, or None
+    when the statistics may speak.
+
+    1. INCONCLUSIVE (caliber missed): a side did not get the caliber it asked for;
+    2. CONTAMINATED: a side's engine saw foreign load;
+    3. CALIBER_MISMATCH: the calibers differ;
+    4. INCONCLUSIVE (caliber unknown): the caliber could not be established and nobody
+       asserted it."""
+    missed = [x for x in (b.caliber_missed, c.caliber_missed) if x]
+    if missed:
+        return Decision("INCONCLUSIVE", "caliber missed", None, tuple(missed))
+    if b.contamination or c.contamination:
+        return Decision("CONTAMINATED", "foreign load")
+    if cal.same is False:
+        return Decision("CALIBER_MISMATCH", "caliber")
+    if cal.same is None and not assume_same_caliber:
+        return Decision("INCONCLUSIVE", "caliber unknown", None, (
+            f"the two sides' caliber could not be established ({windows_words(b, c)}): a "
+            "verdict on the stack needs both measured under one caliber",))
+    return None
+
+
+def change_cause(d: Change, ch: dict[str, Change], b: Side, c: Side) -> str | None:
+    """What carries a decided decode change d (the speculative-decoding switch aside): the
+    component `rate_change.carrier` names among acceptance and step rate, else the one the
+    identity leaves (`_by_identity`); None: the decode rate itself (split unknown or within
+    noise). One rule for triage and for `ab` (whose d is its paired statistic)."""
+    acc, s = acceptance(ch, b, c), ch["step_rate"]
+    parts = [(n, x) for n, x in (("acceptance", acc), ("step rate", s)) if x.status != "no_data"]
+    return _attributed(d, parts) or _by_identity(acc, s)
+
+
 def decide(b: Side, c: Side, ch: dict[str, Change], cal: CaliberComparison, *,
            min_effect: float = th.MIN_EFFECT, assume_same_caliber: bool = False) -> Decision:
     d, s = ch["decode"], ch["step_rate"]
@@ -126,16 +174,9 @@ def decide(b: Side, c: Side, ch: dict[str, Change], cal: CaliberComparison, *,
             return Decision("CALIBER_MISMATCH", "caliber")
         return Decision("INCONCLUSIVE", f"too few {b.unit_name}s/{c.unit_name}s",
                         th.RECOMMENDED_TRIALS)
-    if missed:
-        return Decision("INCONCLUSIVE", "caliber missed", None, tuple(missed))
-    if b.contamination or c.contamination:
-        return Decision("CONTAMINATED", "foreign load")
-    if cal.same is False:
-        return Decision("CALIBER_MISMATCH", "caliber")
-    if cal.same is None and not assume_same_caliber:
-        return Decision("INCONCLUSIVE", "caliber unknown", None, (
-            f"the two sides' caliber could not be established ({windows_words(b, c)}): a "
-            "verdict on the stack needs both measured under one caliber",))
+    blocked = premises(b, c, cal, assume_same_caliber=assume_same_caliber)
+    if blocked is not None:
+        return blocked
     notes: list[str] = []
     spec = spec_state(b, c)
     sb, sc = stall_share(b), stall_share(c)
@@ -144,9 +185,7 @@ def decide(b: Side, c: Side, ch: dict[str, Change], cal: CaliberComparison, *,
         kind: VerdictKind = "REGRESSION" if (d.rel or 0.0) < 0 else "IMPROVEMENT"
         if spec is not None and ((spec == "off") == (kind == "REGRESSION")):
             return Decision(kind, f"speculative decoding {spec}")
-        parts = [(n, x) for n, x in (("acceptance", acc), ("step rate", s))
-                 if x.status != "no_data"]
-        cause = _attributed(d, parts) or _by_identity(acc, s)
+        cause = change_cause(d, ch, b, c)
         if abs(stall_gain) >= min_effect:
             notes.append(f"stalls also changed: {100 * (sb or 0.0):.0f}% → "
                          f"{100 * (sc or 0.0):.0f}% of the steady state was lost to pauses "

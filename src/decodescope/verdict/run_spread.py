@@ -7,8 +7,11 @@ estimates that component from repeated runs of one caliber on one **stack** — 
 fingerprint: host, engine, engine version, served model and launch command (its port left
 out, so a restart on another port is the same stack):
 
-* each run contributes the mean of its per-trial log decode rates (the engine's when every
-  run has them, else the client's) and the within-run variance of that mean;
+* each run contributes the mean of its per-trial log decode rates (the engine's when at least
+  MIN_SPREAD_RUNS runs have them — a run without it is left out, never a switch of every run
+  to the client's rate — else the client's) and the within-run variance of that mean;
+* `ab` arms (single trials alternating with another server) are not runs of the stack and
+  never count; the stack includes the server's engine environment (GGML_*, CUDA_*, …);
 * the between-run variance is the variance of the run means minus the mean within-run part
   (one-way random effects, method of moments — the logic of bench/bench_run_noise.py);
 * its 95 % interval comes from the chi-square distribution of the variance of the run means
@@ -120,7 +123,23 @@ def stack_key(fp: dict[str, Any] | None) -> tuple[str, ...] | None:
     launch = (" ".join(strip_address([str(a) for a in cmd])) if isinstance(cmd, list)
               else f"url {fp.get('url')}")
     model = ",".join(sorted(map(str, models))) if isinstance(models, list) else str(models)
-    return (str(host), str(engine), str(version), model, launch)
+    env = engine_env(fp)
+    return (str(host), str(engine), str(version), model, launch + (f" [env {env}]" if env
+                                                                  else ""))
+
+
+def engine_env(fp: dict[str, Any]) -> str:
+    """The server process's engine-relevant environment (GGML_*, CUDA_*, VLLM_*, …: the
+    fingerprint's `process.env`, already redacted: a secret reads "<redacted>" on both sides)
+    as sorted `NAME=value` words; "" when none was collected. Two launches that differ there
+    are two stacks (GGML_CUDA_DISABLE_GRAPHS=1 is not the same server)."""
+    from decodescope.fingerprint.process import ENGINE_ENV_PREFIXES
+
+    env = _item(fp, "process", "env")
+    if not isinstance(env, dict):
+        return ""
+    return " ".join(f"{k}={v}" for k, v in sorted(env.items())
+                    if str(k).startswith(ENGINE_ENV_PREFIXES))
 
 
 def describe_stack(key: tuple[str, ...]) -> str:
@@ -141,10 +160,17 @@ def _per_run_logs(run: StoredRun, key: str) -> list[float]:
     return out
 
 
+def ab_arm(run: StoredRun) -> bool:
+    """A run that is one arm of an interleaved A/B (run/ab.py: label `ab=<session>`, meta
+    "ab"): single trials taken alternately with another server, not an ordinary run."""
+    return "ab" in (run.labels or {}) or "ab" in (run.meta or {})
+
+
 def usable(run: StoredRun) -> bool:
-    """A run that can join a spread estimate: complete, its caliber met, no foreign load."""
+    """A run that can join a spread estimate: an ordinary run (not an A/B arm), complete, its
+    caliber met, no foreign load."""
     res = run.result or {}
-    if run.status != "complete" or res.get("caliber_status") == "missed":
+    if ab_arm(run) or run.status != "complete" or res.get("caliber_status") == "missed":
         return False
     c = res.get("contamination")
     return not (isinstance(c, dict) and c.get("flagged"))
@@ -154,12 +180,14 @@ def estimate(runs: Sequence[StoredRun], *, confidence: float = th.CONFIDENCE,
              stack: str | None = None) -> RunSpread:
     """The between-run spread from these runs (one caliber, one stack), or the prior when
     fewer than MIN_SPREAD_RUNS of them have ≥ 2 trials with a decode rate."""
+    # Learned on the rate that decides: the engine's, whenever enough runs carry it — a run
+    # that withheld its engine rate is left out, not a reason to switch every run to the
+    # client's rate; the client's only when too few runs have the engine's.
     key, metric = "engine_decode_rate", "engine decode rate"
-    per = [_per_run_logs(r, key) for r in runs]
-    if not per or any(len(x) < th.MIN_UNITS for x in per):
+    per = [x for x in (_per_run_logs(r, key) for r in runs) if len(x) >= th.MIN_UNITS]
+    if len(per) < th.MIN_SPREAD_RUNS:
         key, metric = "decode_rate", "client decode rate"
-        per = [_per_run_logs(r, key) for r in runs]
-    per = [x for x in per if len(x) >= th.MIN_UNITS]
+        per = [x for x in (_per_run_logs(r, key) for r in runs) if len(x) >= th.MIN_UNITS]
     k = len(per)
     if k < th.MIN_SPREAD_RUNS:
         return prior(k)

@@ -200,7 +200,12 @@ class Change:
 
 
 def pct(x: float) -> str:
-    return f"{x * 100:+.1f}%".replace("-", "−")
+    """A relative value in percent with its sign, one decimal: "+4.2%", "−0.3%". A value that
+    rounds to zero prints "0.0%" — never "+0.0%" or "−0.0%" (a sign the digits do not carry)."""
+    s = f"{x * 100:+.1f}"
+    if s in ("+0.0", "-0.0"):
+        return "0.0%"
+    return (s + "%").replace("-", "−")
 
 
 def positive(values: Sequence[float | None]) -> list[float]:

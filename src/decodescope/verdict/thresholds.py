@@ -37,15 +37,20 @@ PRIOR_RUN_SD = 0.07
 PRIOR_RUN_SD_BASIS = ("the between-run sd measured for demo-code-rewrite on an NVIDIA H200 "
                       "(10 runs × 5 trials)")
 # Interleaved A/B (`decodescope ab`, verdict/ab.py): a group-sequential paired test. AB_LOOKS
-# looks, geometrically spaced from AB_MIN_PAIRS to AB_MAX_PAIRS pairs (6, 9, 13, 19, 27, 40:
-# few looks, since each one costs power under Bonferroni); each look's
-# interval is a Student t interval at level 1 − α/K for K looks (Bonferroni), so the chance of
-# any false "beyond noise" over all looks is at most α whatever the stopping. It never decides
-# on fewer than AB_MIN_PAIRS pairs: the pair sd itself needs a few pairs to be estimated.
+# looks, geometrically spaced from AB_MIN_PAIRS to AB_MAX_PAIRS pairs (6, 9, 13, 19, 27, 40);
+# the error of the change test (two-sided) and of the equivalence test (TOST) is each spent
+# along the looks by a Lan–DeMets spending function (AB_SPENDING; verdict/spending.py), so the
+# chance of a false "beyond noise", and of a false "no change", over all looks is at most α
+# each. It never decides on fewer than AB_MIN_PAIRS pairs: the pair sd needs a few pairs.
 AB_ALPHA = 0.05
 AB_MIN_PAIRS = 6
 AB_MAX_PAIRS = 40
 AB_LOOKS = 6
+AB_SPENDING = "pocock"  # Lan–DeMets Pocock-type: early looks can stop (fast both ways)
+# A pair whose trial stalled, was contaminated or missed its caliber is re-taken, at most this
+# share of --max-pairs times (at least AB_RETAKES_MIN): beyond, the cause persists and decides.
+AB_RETAKE_SHARE = 0.25
+AB_RETAKES_MIN = 3
 # Stalls decide a verdict only when they recur: in at least this many units of the side that
 # has more of them, and in most of its units. One pause in one trial (the host descheduled
 # the server for 80 ms while the probe ran) is a note with "rerun", not a REGRESSION: a test
