@@ -518,5 +518,11 @@ def points_from_runs(runs: Sequence[StoredRun]) -> list[Point]:
     """Stored runs (any order) as points in time order: the engine's decode rate when every
     usable run has it, else the client's (one basis for the whole history)."""
     rs_ = sorted((r for r in runs if rs.usable(r)), key=lambda r: (r.created_at, r.id))
-    engine = bool(rs_) and all(_logs(r, "engine_decode_rate") for r in rs_)
+    engine = engine_basis(rs_)
     return [p for p in (point_from_run(r, engine) for r in rs_) if p is not None]
+
+
+def engine_basis(runs: Sequence[StoredRun]) -> bool:
+    """Whether every usable run has the engine's decode rate (else the client's is used)."""
+    us = [r for r in runs if rs.usable(r)]
+    return bool(us) and all(_logs(r, "engine_decode_rate") for r in us)

@@ -1,0 +1,121 @@
+"""A history (verdict.history_store.HistoryResult) as terminal text and as an HTML timeline.
+
+Both render the one record: every number comes from it. The HTML page uses the report's style
+sheet and its inline SVG plots (report.plot_svg): the decode rate of each run, the level of
+each stretch, the control's runs, and each change point named under the plot.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from decodescope import __version__
+from decodescope.markup import html as e
+from decodescope.report.plot_svg import render_svg
+from decodescope.report.plotdata import Plot, Series
+from decodescope.report.report_html import _css, _legend
+from decodescope.verdict.history import ChangePoint, History, Level
+from decodescope.verdict.history_store import HistoryResult
+
+
+def _when(t: float) -> str:
+    return datetime.fromtimestamp(t, tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _level(lv: Level, h: History) -> str:
+    a, b = h.points[lv.first].key, h.points[lv.last].key
+    return (f"{a} … {b} ({lv.runs} runs): {lv.decode:.1f} tok/s (95 % CI {lv.lo:.1f} … "
+            f"{lv.hi:.1f}); {lv.spread.text()}")
+
+
+def change_lines(c: ChangePoint) -> list[str]:
+    out = [f"{c.label}: between {c.before} and {c.after} ({_when(c.t)}), decode "
+           f"{c.decode.describe()}",
+           f"  decode {c.decode.baseline:.1f} → {c.decode.current:.1f} tok/s; "
+           + (f"carried by {c.carried_by}" if c.carried_by else "no component carries it "
+              "beyond noise")]
+    for ch in (c.step_rate, c.tokens_per_step):
+        if ch is not None:
+            out.append(f"  {ch.metric}: {ch.describe()}")
+    if c.control:
+        out.append(f"  control: {c.control}")
+    if c.stack_changed is None:
+        out.append("  stack: unknown (a run has no fingerprint)")
+    elif c.fingerprint_changes:
+        out.append("  stack changed: " + "; ".join(f"{r['check']} {r['result']}"
+                                                  for r in c.fingerprint_changes))
+    elif c.stack_changed:
+        out.append("  stack changed (launch, version or host differ)")
+    else:
+        out.append("  stack: unchanged across it")
+    return out
+
+
+def text(r: HistoryResult) -> str:
+    h = r.history
+    head = (f"History of {r.selector}" + (f" at {r.caliber}" if r.caliber else "")
+            + f": {len(h.points)} runs, {r.basis}"
+            + (f"; control {r.control_selector} ({len(h.control.points)} runs)"
+               if h.control is not None else ""))
+    lines = [head]
+    if h.status == "inconclusive":
+        lines.append(f"INCONCLUSIVE: {h.why}")
+        return "\n".join(lines)
+    if not h.changes:
+        lines.append("No change point: the decode rate held one level beyond noise.")
+    for c in h.changes:
+        lines.extend(change_lines(c))
+    lines.append("Stretches:")
+    lines.extend(f"  {_level(lv, h)}" for lv in h.levels)
+    lines.extend(h.notes)
+    lines.append(f"Detector: {h.method} candidates (ruptures) confirmed by a two-sample test "
+                 "with each stretch's between-run spread (docs/methodology.md §9).")
+    return "\n".join(lines)
+
+
+def timeline(r: HistoryResult) -> Plot:
+    h = r.history
+    t0 = min([p.t for p in h.points] + ([p.t for p in h.control.points] if h.control else []))
+    hours = [(p.t - t0) / 3600.0 for p in h.points]
+    series = [Series("decode rate per run", None, 0, "client",
+                     tuple((x, p.decode) for x, p in zip(hours, h.points, strict=True)))]
+    lv_pts: list[tuple[float, float | None]] = []
+    for lv in h.levels:
+        lv_pts += [(hours[lv.first], lv.decode), (hours[lv.last], lv.decode),
+                   (hours[lv.last], None)]
+    if lv_pts:
+        series.append(Series("level of each stretch", None, 1, "engine", tuple(lv_pts)))
+    if h.control is not None and h.control.points:
+        series.append(Series(f"control {r.control_selector}", None, 2, "client",
+                             tuple(((p.t - t0) / 3600.0, p.decode) for p in h.control.points)))
+    return Plot("history", f"Decode rate over time: {r.selector}", "line",
+                "hours since the first run", f"{r.basis} (tok/s)", tuple(series))
+
+
+def html(r: HistoryResult) -> str:
+    h = r.history
+    plot = timeline(r)
+    rows = []
+    for c in h.changes:
+        lines = change_lines(c)
+        rows.append(f"<li><strong>{e(lines[0])}</strong><br>"
+                    + "<br>".join(e(x.strip()) for x in lines[1:]) + "</li>")
+    body = [
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">',
+        f"<title>{e('decodescope history: ' + r.selector)}</title>",
+        f"<style>{_css()}</style></head><body><main>",
+        f"<header><h1>{e('History of ' + r.selector)}</h1>",
+        f"<p>{e(text(r).splitlines()[0])}</p></header>",
+        '<section id="plots"><div class="plots"><figure class="plot" id="plot-history">',
+        f"<figcaption>{e(plot.title)}</figcaption>",
+        render_svg(plot) if plot.series and any(s.has_data for s in plot.series) else "",
+        _legend(plot), "</figure></div></section>",
+        '<section id="changes"><h2>Change points</h2>',
+        (f"<ul>{''.join(rows)}</ul>" if rows else
+         f"<p>{e(h.why or 'No change point: one level beyond noise.')}</p>"),
+        "</section>", '<section id="stretches"><h2>Stretches</h2><ul>',
+        "".join(f"<li>{e(_level(lv, h))}</li>" for lv in h.levels), "</ul>",
+        "".join(f"<p class=\"note\">{e(n)}</p>" for n in h.notes), "</section>",
+        f"<footer><p>decodescope {e(__version__)}</p></footer></main></body></html>",
+    ]
+    return "\n".join(body)

@@ -1,0 +1,155 @@
+"""`decodescope history` over stored runs: select a series (and a control), detect, attribute.
+
+A selector names a series of stored runs: a label `key=value` (`check=gpu-a`; `host=NAME`
+also matches the fingerprint's host name when no run carries a `host` label), or an endpoint
+URL (the runs probed at it). `--caliber` restricts it to one caliber; without it the series
+must hold one caliber only (a history across calibers would read a caliber change as a change
+of the endpoint). The runs become points (verdict.history.points_from_runs) and
+verdict.history.detect finds and attributes the change points.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from decodescope.errors import UsageError
+from decodescope.exitcodes import ExitCode
+from decodescope.records.stored_run import StoredRun
+from decodescope.verdict import history as hi
+
+SELECTOR_HELP = ("a label key=value (check=gpu-a, host=NAME) or an endpoint URL "
+                 "(http://host:port)")
+
+
+@dataclass(frozen=True)
+class HistoryResult:
+    selector: str
+    control_selector: str | None
+    caliber: str | None  # the caliber's reference (name@version)
+    basis: str  # "engine decode rate" | "client decode rate"
+    history: hi.History
+
+    @property
+    def exit_code(self) -> int:
+        return exit_code(self.history)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"selector": self.selector, "control": self.control_selector,
+                "caliber": self.caliber, "basis": self.basis,
+                "exit_code": self.exit_code, **self.history.to_dict()}
+
+
+def exit_code(h: hi.History) -> int:
+    """1 when a REGRESSION of the stack is in the range, 3 when the history is too short to
+    tell, else 0 (no change, improvements, content shifts, environment)."""
+    if h.regression:
+        return int(ExitCode.REGRESSION)
+    if h.status == "inconclusive":
+        return int(ExitCode.INCONCLUSIVE)
+    return int(ExitCode.OK)
+
+
+def parse_when(text: str | None, where: str) -> float | None:
+    """An ISO date/time (UTC unless it says otherwise) or epoch seconds."""
+    if text is None:
+        return None
+    s = text.strip()
+    try:
+        v = float(s)
+        if math.isfinite(v):
+            return v
+    except ValueError:
+        pass
+    try:
+        d = datetime.fromisoformat(s)
+    except ValueError:
+        raise UsageError(f"not a date or time: {text!r}", where=where,
+                         remedy="Give an ISO date/time (2026-12-01 or 2026-12-01T18:00) or "
+                                "epoch seconds") from None
+    if d.tzinfo is None:
+        d = d.replace(tzinfo=timezone.utc)
+    return d.timestamp()
+
+
+def _matches(run: StoredRun, selector: str) -> bool:
+    s = selector.strip()
+    if s.startswith(("http://", "https://")):
+        return (run.url or "").rstrip("/") == s.rstrip("/")
+    k, v = s.split("=", 1)
+    if k in run.labels:
+        return run.labels[k] == v
+    if k == "host":
+        fp = run.fingerprint or {}
+        item = ((fp.get("sections") or {}).get("host") or {}).get("hostname") or {}
+        return isinstance(item, dict) and item.get("value") == v
+    return False
+
+
+def check_selector(selector: str, where: str) -> str:
+    s = selector.strip()
+    if s.startswith("prom+"):
+        raise UsageError("a history over a Prometheus range is not supported yet", where=where,
+                         remedy="Use stored runs (a label or an endpoint URL); `decodescope "
+                                "prom` reads a Prometheus range as a triage side")
+    if not (s.startswith(("http://", "https://")) or ("=" in s and s.index("=") > 0)):
+        raise UsageError(f"not a history selector: {selector!r}", where=where,
+                         remedy=f"Use {SELECTOR_HELP}")
+    return s
+
+
+def select_runs(store: Any, selector: str, *, caliber: str | None = None,
+                since: float | None = None, until: float | None = None,
+                where: str = "SELECTOR") -> list[StoredRun]:
+    """The stored runs a selector names, in the time range (newest last)."""
+    from decodescope.store import runs as sr
+
+    s = check_selector(selector, where)
+    runs = [r for r in sr.list_runs(store, caliber=caliber, limit=10**9)
+            if _matches(r, s) and (since is None or r.created_at >= since)
+            and (until is None or r.created_at <= until)]
+    runs.sort(key=lambda r: (r.created_at, r.id))
+    return runs
+
+
+def _one_caliber(runs: Sequence[StoredRun], selector: str) -> str | None:
+    ids = {r.caliber_identity for r in runs if r.caliber_identity}
+    if len(ids) > 1:
+        refs = sorted({r.caliber_ref or str(r.caliber_identity) for r in runs})
+        raise UsageError(f"the runs of {selector} were taken at {len(ids)} calibers "
+                         f"({', '.join(refs)}): a caliber change would read as a change of the "
+                         "endpoint", where=selector, remedy="Choose one with --caliber NAME")
+    return next((r.caliber_ref for r in runs if r.caliber_ref), None)
+
+
+def history(store: Any, selector: str, *, control: str | None = None,
+            caliber: str | None = None, since: str | None = None, until: str | None = None,
+            method: hi.Method = hi.DEFAULT_METHOD) -> HistoryResult:
+    """The change points of a selector's stored runs (one caliber), attributed; `control`:
+    a reference series of the same caliber (a change it shows too is the environment)."""
+    t0, t1 = parse_when(since, "--since"), parse_when(until, "--until")
+    runs = select_runs(store, selector, caliber=caliber, since=t0, until=t1)
+    if not runs:
+        raise UsageError(f"no stored runs match {selector}"
+                         + (f" at caliber {caliber}" if caliber else "")
+                         + (" in the time range" if (t0 or t1) else ""), where=selector,
+                         remedy="List runs and their labels with `decodescope runs list`")
+    ref = _one_caliber(runs, selector)
+    ctl_runs: list[StoredRun] = []
+    if control is not None:
+        ident = next((r.caliber_identity for r in runs if r.caliber_identity), None)
+        ctl_runs = [r for r in select_runs(store, control, caliber=caliber, since=t0, until=t1,
+                                           where="--control")
+                    if ident is None or r.caliber_identity == ident]
+        if not ctl_runs:
+            raise UsageError(f"no stored runs of the control {control} at this caliber",
+                             where="--control",
+                             remedy="Name a label or endpoint probed at the same caliber")
+    pts = hi.points_from_runs(runs)
+    basis = "engine decode rate" if hi.engine_basis(runs) else "client decode rate"
+    h = hi.detect(pts, control=hi.points_from_runs(ctl_runs) if ctl_runs else None,
+                  method=method)
+    return HistoryResult(selector, control, ref, basis, h)
