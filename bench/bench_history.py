@@ -14,7 +14,8 @@ measurements); tokens per step is greedy (MAL 6.14, 0.5 % noise). Injected into 
 A second, stationary target of N runs counts false change points per 1,000 runs. Each
 detector method (the libraries' candidates, then the same confirmation) runs on the same
 seeds; one table: events found within 2 runs with the right word, false change points per
-1,000 stationary runs, spikes reported, seconds per history.
+1,000 stationary runs, spikes reported, seconds per history (detection and attribution of
+the target with its control).
 
     python bench/bench_history.py [--sizes 100,1000,10000] [--seeds 3] [--methods kernel,...]
 """
@@ -100,15 +101,20 @@ def series(n: int, rng: random.Random, *, events: bool, control: bool = False
     return pts, Truth(stack_at, content_at, env_at, spikes)
 
 
-def score(h: hi.History, truth: Truth) -> tuple[int, int, int]:
-    """(events found with the right word, change points not at an event, spikes reported)."""
-    want = {truth.stack: "REGRESSION", truth.content: "CONTENT_SHIFT", truth.env: "ENVIRONMENT"}
-    found = 0
+KINDS = ("stack", "content", "env")
+
+
+def score(h: hi.History, truth: Truth) -> tuple[dict[str, int], int, int]:
+    """(per event kind: found within 2 runs with the right word; change points not at an
+    event; spikes reported as change points)."""
+    want = {truth.stack: ("stack", "REGRESSION"), truth.content: ("content", "CONTENT_SHIFT"),
+            truth.env: ("env", "ENVIRONMENT")}
+    found = dict.fromkeys(KINDS, 0)
     extra = 0
     for c in h.changes:
         hit = [e for e in want if abs(c.index - e) <= 2]
-        if hit:
-            found += int(c.word == want[hit[0]])
+        if hit and c.word == want[hit[0]][1]:
+            found[want[hit[0]][0]] = 1
         else:
             extra += 1
     spikes = sum(1 for c in h.changes if any(abs(c.index - s) <= 1 for s in truth.spikes))
@@ -116,12 +122,13 @@ def score(h: hi.History, truth: Truth) -> tuple[int, int, int]:
 
 
 def run(sizes: Sequence[int], seeds: int, methods: Sequence[str]) -> None:
-    print(f"{'method':<8}{'runs':>7}{'seeds':>6}{'events found':>14}{'misplaced/extra':>17}"
-          f"{'false/1k stat.':>16}{'spikes rep.':>13}{'s/history':>11}")
+    print(f"{'method':<8}{'runs':>7}{'seeds':>6}{'stack':>7}{'content':>9}{'env':>6}"
+          f"{'wrong/extra':>13}{'false/1k stat.':>16}{'spikes rep.':>13}{'s/history':>11}")
     for m in methods:
         for n in sizes:
             ns = seeds if n <= 1000 else max(1, seeds // 3)
-            found = extra = spk = false = 0
+            found = dict.fromkeys(KINDS, 0)
+            extra = spk = false = 0
             secs = []
             for seed in range(ns):
                 rng = random.Random(1000 * n + seed)
@@ -131,10 +138,13 @@ def run(sizes: Sequence[int], seeds: int, methods: Sequence[str]) -> None:
                 h = hi.detect(pts, control=ctl, method=m)  # type: ignore[arg-type]
                 secs.append(time.perf_counter() - t0)
                 f, e, s = score(h, truth)
-                found, extra, spk = found + f, extra + e, spk + s
+                found = {k: found[k] + f[k] for k in KINDS}
+                extra, spk = extra + e, spk + s
                 stat, _ = series(n, rng, events=False)
                 false += len(hi.detect(stat, method=m).changes)  # type: ignore[arg-type]
-            print(f"{m:<8}{n:>7}{ns:>6}{f'{found}/{3 * ns}':>14}{extra:>17}"
+            got = "".join(f"{f'{found[k]}/{ns}':>{w}}" for k, w in zip(KINDS, (7, 9, 6),
+                                                                       strict=True))
+            print(f"{m:<8}{n:>7}{ns:>6}{got}{extra:>13}"
                   f"{1000 * false / (n * ns):>16.2f}{spk:>13}{statistics.median(secs):>11.3f}",
                   flush=True)
 

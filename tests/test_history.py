@@ -149,3 +149,32 @@ def test_stored_runs_name_the_changed_flag(tmp_path):
     assert c.index == 8 and c.word == "REGRESSION" and c.carried_by == "MAL"
     changed = " ".join(r["result"] + (r["detail"] or "") for r in c.fingerprint_changes)
     assert "--draft-max" in changed
+
+
+def _window(t: float, step_hz: float, mal: float, flags: tuple[str, ...] = ()):
+    from decodescope.records.window import EngineWindow
+
+    steps = int(step_hz * 30)
+    acc = int(round((mal - 1.0) * steps))
+    return EngineWindow("prometheus", "vllm", t, t + 30.0, generation_tokens=steps + acc,
+                        drafts=steps, draft_tokens=4 * steps, accepted_tokens=acc, running=1.0,
+                        flags=flags)
+
+
+def test_prometheus_windows_become_points_and_a_restart_is_a_known_place():
+    from decodescope.verdict.history_store import points_from_windows
+
+    rng = random.Random(12)
+    ws = []
+    for i in range(40):
+        flags = ("reset",) if i == 20 else ()
+        mal = (4.0 if i < 21 else 3.0) * math.exp(rng.gauss(0, 0.01))
+        ws.append(_window(1000.0 + 30 * i, 40.0 * math.exp(rng.gauss(0, 0.03)), mal, flags))
+    pts = points_from_windows(ws, engine="vllm", spec={"off": False, "k": 4})
+    assert len(pts) == 39  # the reset window has no counts
+    assert [p.restart for p in pts].index(True) == 20
+    assert pts[0].decode == pytest.approx(pts[0].step_rate * pts[0].tokens_per_step, rel=0.02)
+    (c,) = hi.detect(pts).changes
+    assert c.index == 20 and c.carried_by in ("MAL", "tokens per step")
+    assert c.origin == "restart" and c.stack_changed is None and c.word == "SHIFT"
+    assert "restart" in c.label

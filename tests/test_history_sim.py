@@ -93,7 +93,9 @@ def test_bad_selectors_are_usage_errors(tmp_path, capsys):
     Store.open(store).close()
     assert main(["history", "nonsense", "--store", store]) == 2
     assert "not a history selector" in capsys.readouterr().err
-    assert main(["history", "prom+http://127.0.0.1:9090", "--store", store]) == 2
+    assert main(["history", "prom+http://127.0.0.1:9/?job=x@10:00..11:00", "--since",
+                 "2026-12-01", "--store", store]) == 2
+    assert "do not apply to a Prometheus range" in capsys.readouterr().err
     assert main(["history", "check=x", "--since", "yesterday-ish", "--store", store]) == 2
     assert "not a date or time" in capsys.readouterr().err
     assert main(["history", "check=x", "--store", store]) == 2

@@ -87,6 +87,7 @@ class Point:
     within_var: float = 0.0  # variance of the run's mean log decode rate from its trials
     stack: tuple[str, ...] | None = None  # verdict.run_spread.stack_key
     fingerprint: dict[str, Any] | None = None
+    restart: bool = False  # the engine restarted just before it (a counter reset, Prometheus)
 
 
 @dataclass(frozen=True)
@@ -121,10 +122,12 @@ class ChangePoint:
     stack_changed: bool | None  # None: a side's fingerprint is missing
     control: str | None  # the control's change it matches, in words
     word: Word
-    origin: str  # "scan" | "stack change" | "tokens per step"
+    origin: str  # "scan" | "stack change" | "restart" | "tokens per step"
 
     @property
     def label(self) -> str:
+        if self.word == "SHIFT" and self.origin == "restart":
+            return "SHIFT at an engine restart (what it restarted with is unseen)"
         return {"REGRESSION": "REGRESSION of the stack", "IMPROVEMENT": "IMPROVEMENT of the stack",
                 "CONTENT_SHIFT": "content or caliber shift", "ENVIRONMENT": "ENVIRONMENT",
                 "SHIFT": "SHIFT (no stack change seen, no control)"}[self.word]
@@ -381,6 +384,7 @@ def _attribute(pts: Sequence[Point], x: Sequence[float], within: Sequence[float]
     if stack_changed is None and rows:
         stack_changed = True
     ctl = None
+    restarted = any(p.restart for p in pts[max(0, c - SNAP_RUNS):c + 1])
     if control is not None:
         for cc in control.changes:
             near = (abs(cc.t - cur.t) <= _time_tolerance(pts, c) if control.points
@@ -395,10 +399,16 @@ def _attribute(pts: Sequence[Point], x: Sequence[float], within: Sequence[float]
         word = "ENVIRONMENT"
     elif stack_changed:
         word = "REGRESSION" if (d.rel or 0.0) < 0 else "IMPROVEMENT"
+    elif stack_changed is None and restarted:
+        # The engine restarted here, but what it restarted with is unseen (Prometheus): a
+        # launch change is likely, not known; the carrier still says which factor moved.
+        word = "SHIFT"
     elif carried is not None and carried != "step rate":
         word = "CONTENT_SHIFT"
     else:
         word = "SHIFT"
+    if restarted and origin == "stack change" and stack_changed is None:
+        origin = "restart"
     return ChangePoint(c, prev.key, cur.key, cur.t, d, s, m, carried, rows, stack_changed, ctl,
                        word, origin)
 
@@ -429,8 +439,8 @@ def detect(points: Sequence[Point], *, control: Sequence[Point] | None = None,
     within = [p.within_var for p in kp]
     scale = robust_scale(x)
     scan = candidates(x, scale, method)
-    stack = [i for i in range(1, len(kp)) if kp[i].stack is not None
-             and kp[i - 1].stack is not None and kp[i].stack != kp[i - 1].stack]
+    stack = [i for i in range(1, len(kp)) if kp[i].restart or (
+        kp[i].stack is not None and kp[i - 1].stack is not None and kp[i].stack != kp[i - 1].stack)]
     tps_cands: list[int] = []
     tl = [p.tokens_per_step for p in kp]
     if all(v for v in tl):

@@ -19,10 +19,11 @@ from typing import Any
 from decodescope.errors import UsageError
 from decodescope.exitcodes import ExitCode
 from decodescope.records.stored_run import StoredRun
+from decodescope.records.window import EngineWindow
 from decodescope.verdict import history as hi
 
-SELECTOR_HELP = ("a label key=value (check=gpu-a, host=NAME) or an endpoint URL "
-                 "(http://host:port)")
+SELECTOR_HELP = ("a label key=value (check=gpu-a, host=NAME), an endpoint URL "
+                 "(http://host:port), or a Prometheus range (prom+http://HOST:9090/?job=vllm@A..B)")
 
 
 @dataclass(frozen=True)
@@ -91,10 +92,6 @@ def _matches(run: StoredRun, selector: str) -> bool:
 
 def check_selector(selector: str, where: str) -> str:
     s = selector.strip()
-    if s.startswith("prom+"):
-        raise UsageError("a history over a Prometheus range is not supported yet", where=where,
-                         remedy="Use stored runs (a label or an endpoint URL); `decodescope "
-                                "prom` reads a Prometheus range as a triage side")
     if not (s.startswith(("http://", "https://")) or ("=" in s and s.index("=") > 0)):
         raise UsageError(f"not a history selector: {selector!r}", where=where,
                          remedy=f"Use {SELECTOR_HELP}")
@@ -125,11 +122,71 @@ def _one_caliber(runs: Sequence[StoredRun], selector: str) -> str | None:
     return next((r.caliber_ref for r in runs if r.caliber_ref), None)
 
 
+def points_from_windows(windows: Sequence[EngineWindow], *, engine: str | None,
+                        spec: dict[str, Any] | None) -> list[hi.Point]:
+    """Engine windows (a Prometheus range, one per query step) as history points: each active
+    window's decode rate per running request, step rate and tokens per step, made exactly as
+    a log side's units are (verdict.side_values.side_from_windows, one window per unit). A
+    window flagged reset or gap has no counts; the window after a reset is marked a restart
+    (a known place: tested like a stack change, though what the engine restarted with is
+    unseen)."""
+    from decodescope.verdict.side_values import side_from_windows
+
+    out: list[hi.Point] = []
+    restart = False
+    for w in windows:
+        if "reset" in w.flags:
+            restart = True
+        if w.flags or not w.generation_tokens or not w.running or w.t_start_s is None:
+            continue
+        side = side_from_windows("w", [w], engine=engine, logged_spec=spec, trim=False, block=1)
+        if not side.units:
+            continue
+        u = side.units[0]
+        if not u.engine_decode_rate:
+            continue
+        tps, metric = ((u.tokens_per_step, "tokens per step") if u.tokens_per_step
+                       else (u.mal, "MAL"))
+        t = datetime.fromtimestamp(w.t_start_s, tz=timezone.utc).strftime("%m-%d %H:%M:%S")
+        out.append(hi.Point(key=f"window {t}", t=w.t_start_s, decode=u.engine_decode_rate,
+                            step_rate=u.step_rate, tokens_per_step=tps,
+                            acceptance_metric=metric, restart=restart))
+        restart = False
+    return out
+
+
+def prom_history(selector: str, *, control: str | None = None, server: str | None = None,
+                 engine: str | None = None, client: Any = None,
+                 method: hi.Method = hi.DEFAULT_METHOD) -> HistoryResult:
+    """The change points of a Prometheus range (`prom+http://HOST:9090/?job=vllm@A..B`), one
+    point per query step; `control` another Prometheus selector."""
+    from decodescope.verdict.prom_side import read_prom
+
+    def load(sel: str) -> list[hi.Point]:
+        read = read_prom(sel, engine=engine, server=server, client=client)
+        return points_from_windows(read.windows, engine=read.engine, spec=read.spec)
+
+    pts = load(selector)
+    if not pts:
+        raise UsageError(f"no engine activity in {selector}", where=selector,
+                         remedy="Check the time range (`decodescope prom SELECTOR` lists its "
+                                "windows)")
+    ctl = load(control) if control else None
+    return HistoryResult(selector, control, None, "engine decode rate (Prometheus windows)",
+                         hi.detect(pts, control=ctl, method=method))
+
+
 def history(store: Any, selector: str, *, control: str | None = None,
             caliber: str | None = None, since: str | None = None, until: str | None = None,
             method: hi.Method = hi.DEFAULT_METHOD) -> HistoryResult:
     """The change points of a selector's stored runs (one caliber), attributed; `control`:
     a reference series of the same caliber (a change it shows too is the environment)."""
+    if selector.strip().startswith(("prom+", "prom:")):
+        if since or until or caliber:
+            raise UsageError("--since/--until/--caliber do not apply to a Prometheus range",
+                             where=selector, remedy="Put the range in the selector: "
+                                                    "prom+http://HOST:9090/?job=vllm@A..B")
+        return prom_history(selector, control=control, method=method)
     t0, t1 = parse_when(since, "--since"), parse_when(until, "--until")
     runs = select_runs(store, selector, caliber=caliber, since=t0, until=t1)
     if not runs:
