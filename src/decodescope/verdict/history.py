@@ -53,9 +53,11 @@ MIN_SEGMENT = 3
 # 4: under normal noise 6 in 100,000 runs would be flagged by chance per side; both sides ⇒ less.
 SPIKE_Z = 4.0
 # Significance of a candidate found by scanning the data (many implicit looks): 0.001, Otava's
-# default; of a candidate at a stack change (one look, decided before seeing the rates): 0.01.
+# default; of a candidate at a stack change (one look, decided before seeing the rates): the
+# verdicts' own level, 1 − CONFIDENCE — the question triage answers for the runs before and
+# after a restart.
 SCAN_ALPHA = 0.001
-STACK_ALPHA = 0.01
+STACK_ALPHA = 1.0 - th.CONFIDENCE
 # The library's penalty per change point, in units of the noise variance × ln(n): a loose
 # first pass (BIC is 2); confirmation decides.
 PENALTY_FACTOR = 3.0
@@ -447,6 +449,8 @@ def detect(points: Sequence[Point], *, control: Sequence[Point] | None = None,
         lt = [math.log(v) for v in tl if v]
         tps_cands = candidates(lt, robust_scale(lt), method)
     kept = _confirm(x, within, _merge(scan, stack, tps_cands))
+    if ctl is not None and ctl.changes:
+        kept = _place_with_control(kp, x, kept, ctl)
     cps = sorted(kept)
     bounds = [0, *cps, len(kp)]
     changes = [_attribute(kp, x, within, c, bounds[j], bounds[j + 2], kept[c], ctl)
@@ -463,6 +467,51 @@ def detect(points: Sequence[Point], *, control: Sequence[Point] | None = None,
                      + ", ".join(pts[i].key for i in spikes[:10])
                      + (" …" if len(spikes) > 10 else ""))
     return History(pts, changes, levels, spikes, method, "ok", control=ctl, notes=notes)
+
+
+def _z(seg: Sequence[float], k: int) -> float:
+    """The two-sample z of seg[:k] vs seg[k:] with the pooled sd (a location score)."""
+    a, b = seg[:k], seg[k:]
+    if len(a) < 2 or len(b) < 2:
+        return 0.0
+    ma, mb = statistics.fmean(a), statistics.fmean(b)
+    ss = sum((v - ma) ** 2 for v in a) + sum((v - mb) ** 2 for v in b)
+    sd = math.sqrt(ss / (len(seg) - 2)) or 1e-12
+    return (mb - ma) / (sd * math.sqrt(1.0 / len(a) + 1.0 / len(b)))
+
+
+def _place_with_control(pts: Sequence[Point], x: Sequence[float], kept: dict[int, str],
+                        ctl: History) -> dict[int, str]:
+    """A scanned change that the control shows too is one event seen twice: its place is
+    where the two series together split best (the sum of the two-sample z² of both, the
+    control's split at the same time), within SNAP_RUNS of the target's own estimate."""
+    out = dict(kept)
+    cps = sorted(kept)
+    bounds = [0, *cps, len(x)]
+    cx = [math.log(p.decode) for p in ctl.points]
+    ct = [p.t for p in ctl.points]
+    cb = [0, *sorted(c.index for c in ctl.changes), len(cx)]
+    for j, c in enumerate(cps):
+        if kept[c] != "scan":
+            continue
+        tol = _time_tolerance(pts, c)
+        match = [cc for cc in ctl.changes if abs(cc.t - pts[c].t) <= tol]
+        if not match:
+            continue
+        ci = match[0].index
+        ca, cz = max(b for b in cb if b < ci), min(b for b in cb if b > ci)
+        a0, b1 = bounds[j], bounds[j + 2]
+        lo, hi = max(a0 + MIN_SEGMENT, c - SNAP_RUNS), min(b1 - MIN_SEGMENT, c + SNAP_RUNS)
+        best, where = -1.0, c
+        for k in range(lo, hi + 1):
+            kc = min(range(ca, cz), key=lambda i: abs(ct[i] - pts[k].t))
+            score = _z(x[a0:b1], k - a0) ** 2 + _z(cx[ca:cz], kc - ca) ** 2
+            if score > best:
+                best, where = score, k
+        if where != c and where not in out:
+            del out[c]
+            out[where] = "scan"
+    return out
 
 
 def _reindex(ch: ChangePoint, index: int) -> ChangePoint:
