@@ -178,3 +178,19 @@ def test_prometheus_windows_become_points_and_a_restart_is_a_known_place():
     assert c.index == 20 and c.carried_by in ("MAL", "tokens per step")
     assert c.origin == "restart" and c.stack_changed is None and c.word == "SHIFT"
     assert "restart" in c.label
+
+
+def test_exporter_samples_and_the_tail_beyond_the_spread():
+    pts = series(60, 13, step_at=30, step=-0.2, stack_at=30)
+    samples = {(n, tuple(sorted(lb.items()))): v for n, lb, v in hi.change_samples(hi.detect(pts))}
+    assert samples[("decodescope_change_points", ())] == 1.0
+    key = (("carrier", "step rate"), ("word", "REGRESSION"))
+    assert samples[("decodescope_change_regression", key)] == 1.0
+    assert samples[("decodescope_change_last_ratio", key)] == pytest.approx(0.8, abs=0.05)
+    assert samples[("decodescope_change_last_time_seconds", key)] == pts[30].t
+    # Two newest runs 30 % down: too few for a change, a tail worth an alert; one is not.
+    tail2 = series(40, 14, sd=0.03, step_at=38, step=-0.3)
+    h = hi.detect(tail2)
+    assert h.changes == [] and hi.tail_beyond_spread(h) == -2
+    tail1 = series(40, 14, sd=0.03, step_at=39, step=-0.3)
+    assert hi.tail_beyond_spread(hi.detect(tail1)) == 0

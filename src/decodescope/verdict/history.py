@@ -585,3 +585,50 @@ def engine_basis(runs: Sequence[StoredRun]) -> bool:
     """Whether every usable run has the engine's decode rate (else the client's is used)."""
     us = [r for r in runs if rs.usable(r)]
     return bool(us) and all(_logs(r, "engine_decode_rate") for r in us)
+
+
+# -- for the exporter: changes as samples ------------------------------------------------------
+# Runs at the end of a history that each lie beyond this many learned spreads from the last
+# stretch's level, in one direction, are a "tail" worth an alert before a change can be
+# confirmed (a confirmed change needs MIN_SEGMENT runs on the new level). One such run is not.
+TAIL_Z = 2.0
+TAIL_RUNS = 2
+
+
+def tail_beyond_spread(h: History) -> int:
+    """How many of the newest runs in a row lie more than TAIL_Z of the last stretch's spread
+    below (negative count) or above (positive) its level; 0 when fewer than TAIL_RUNS do."""
+    if not h.levels or not h.points:
+        return 0
+    lv = h.levels[-1]
+    sd = lv.spread.sd or th.PRIOR_RUN_SD
+    run, sign = 0, 0
+    for p in reversed(h.points):
+        z = (math.log(p.decode) - math.log(lv.decode)) / sd
+        s = 1 if z > TAIL_Z else -1 if z < -TAIL_Z else 0
+        if s == 0 or (sign and s != sign):
+            break
+        sign, run = s, run + 1
+    return sign * run if run >= TAIL_RUNS else 0
+
+
+def change_samples(h: History) -> list[tuple[str, dict[str, str], float]]:
+    """The history as Prometheus samples (name, labels, value) for the exporter's /metrics:
+    `decodescope_change_points` (confirmed changes in the range),
+    `decodescope_change_last_time_seconds`, `decodescope_change_last_ratio` (after / before
+    decode rate of the newest change, labelled with its word and carrier),
+    `decodescope_change_regression` (1 when the newest change is a stack REGRESSION) and
+    `decodescope_change_tail_runs` (newest runs in a row beyond the learned spread, signed)."""
+    out: list[tuple[str, dict[str, str], float]] = [
+        ("decodescope_change_points", {}, float(len(h.changes))),
+        ("decodescope_change_tail_runs", {}, float(tail_beyond_spread(h))),
+    ]
+    if h.changes:
+        c = h.changes[-1]
+        labels = {"word": c.word, "carrier": c.carried_by or "none"}
+        out.append(("decodescope_change_last_time_seconds", labels, c.t))
+        if c.decode.rel is not None:
+            out.append(("decodescope_change_last_ratio", labels, 1.0 + c.decode.rel))
+        out.append(("decodescope_change_regression", labels,
+                    1.0 if c.word == "REGRESSION" else 0.0))
+    return out
