@@ -232,7 +232,8 @@ def _spread(logs: Sequence[float], within: Sequence[float]) -> tuple[float, floa
         p = rs.prior(k, why=f"{k} run{'s' if k != 1 else ''} in this stretch, "
                             f"{th.MIN_SPREAD_RUNS} needed to learn its spread")
         return th.PRIOR_RUN_SD, None, p
-    s2 = statistics.variance(logs)
+    m = math.fsum(logs) / k
+    s2 = math.fsum((v - m) ** 2 for v in logs) / (k - 1)  # statistics.variance, in floats
     w = statistics.fmean(within) if within else 0.0
     from scipy.stats import chi2
 
