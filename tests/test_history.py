@@ -194,3 +194,34 @@ def test_exporter_samples_and_the_tail_beyond_the_spread():
     assert h.changes == [] and hi.tail_beyond_spread(h) == -2
     tail1 = series(40, 14, sd=0.03, step_at=39, step=-0.3)
     assert hi.tail_beyond_spread(hi.detect(tail1)) == 0
+
+
+def test_a_fleet_of_stored_checks_moving_at_once_is_named_by_the_cli(tmp_path, capsys):
+    import json
+
+    from decodescope.cli.main import main
+
+    rng = random.Random(15)
+    path = tmp_path / "runs.sqlite"
+    with Store.open(path) as st:
+        for i in range(24):
+            for k in range(4):
+                step = 20.0 * (0.8 if i >= 12 else 1.0) * math.exp(rng.gauss(0, 0.02))
+                store_run(st, "demo-code-rewrite", [trial(None, mal=6.0, step=step * f)
+                                                    for f in (0.99, 1.0, 1.01)],
+                          labels={"check": f"gpu-{k}"})
+    capsys.readouterr()
+    code = main(["history", "check=*", "--store", str(path), "--format", "json"])
+    out = json.loads(capsys.readouterr().out)
+    assert sorted(out["series"]) == [f"check=gpu-{k}" for k in range(4)]
+    assert all(len(s["changes"]) == 1 and s["changes"][0]["word"] == "SHIFT"
+               for s in out["series"].values())
+    assert code == 0 and out["fleet"][0].startswith("4 of 4 series moved down together")
+    # The same fleet with one of them as control: the others' change is the environment.
+    code = main(["history", "check=*", "--control", "check=gpu-0", "--store", str(path)])
+    text = capsys.readouterr().out
+    assert code == 0 and text.count("ENVIRONMENT:") == 3 and "Fleet:" not in text
+    assert main(["history", "check=*", "--store", str(path), "--format", "html",
+                 "-o", str(tmp_path / "f.html")]) == 0
+    page = (tmp_path / "f.html").read_text()
+    assert page.count("class=\"plot-svg\"") == 4 and "moved down together" in page

@@ -85,7 +85,7 @@ def test_history_finds_the_restart_under_another_flag(tmp_path, capsys):
     html = tmp_path / "h.html"
     assert main(["history", "check=sim-a", "--store", store, "--format", "html",
                  "-o", str(html)]) == 1
-    assert "<svg" in html.read_text() and "REGRESSION of the stack" in html.read_text()
+    assert "class=\"plot-svg\"" in html.read_text() and "REGRESSION of the stack" in html.read_text()
 
 
 def test_bad_selectors_are_usage_errors(tmp_path, capsys):

@@ -10,7 +10,7 @@ import click
 from decodescope.cli.common import store_option
 from decodescope.errors import UsageError
 from decodescope.store.db import Store
-from decodescope.verdict.history_store import history
+from decodescope.verdict.history_store import FleetResult, HistoryResult, fleet, history
 
 
 @click.command("history")
@@ -30,7 +30,8 @@ from decodescope.verdict.history_store import history
 def command(selector: str, control: str | None, caliber_name: str | None, since: str | None,
             until: str | None, fmt: str, output: str | None, store_path: str | None) -> int:
     """The change points in the decode rate of SELECTOR's stored runs (a label key=value such
-    as check=gpu-a or host=NAME, or an endpoint URL) or of a Prometheus range
+    as check=gpu-a or host=NAME, or an endpoint URL; KEY=* for every value of a label, with a
+    note when most of them moved at once) or of a Prometheus range
     (prom+http://HOST:9090/?job=vllm@A..B, one point per query step):
     when, the levels before and after, the component that carries each, the stack
     fingerprint's diff across it, and REGRESSION / IMPROVEMENT of the stack, content or
@@ -38,13 +39,15 @@ def command(selector: str, control: str | None, caliber_name: str | None, since:
     in the range; 3: too few runs to tell; 2: bad input."""
     from decodescope.report import history as render
 
+    result: HistoryResult | FleetResult
     if selector.strip().startswith(("prom+", "prom:")):  # a Prometheus range: no store
         result = history(None, selector, control=control, caliber=caliber_name, since=since,
                          until=until)
     else:
         with Store.open(store_path, read_only=True) as store:
-            result = history(store, selector, control=control, caliber=caliber_name,
-                             since=since, until=until)
+            run = fleet if selector.strip().endswith("=*") else history
+            result = run(store, selector, control=control, caliber=caliber_name,
+                         since=since, until=until)
     doc = (json.dumps(result.to_dict(), indent=2) if fmt == "json"
            else render.html(result) if fmt == "html" else render.text(result))
     if output:

@@ -15,7 +15,7 @@ from decodescope.report.plot_svg import render_svg
 from decodescope.report.plotdata import Plot, Series
 from decodescope.report.report_html import _css, _legend
 from decodescope.verdict.history import ChangePoint, History, Level
-from decodescope.verdict.history_store import HistoryResult
+from decodescope.verdict.history_store import FleetResult, HistoryResult
 
 
 def _when(t: float) -> str:
@@ -51,7 +51,11 @@ def change_lines(c: ChangePoint) -> list[str]:
     return out
 
 
-def text(r: HistoryResult) -> str:
+def text(r: HistoryResult | FleetResult) -> str:
+    if isinstance(r, FleetResult):
+        parts = [text(x) for x in r.series.values()]
+        parts += [f"Fleet: {n}" for n in r.notes]
+        return "\n\n".join(parts)
     h = r.history
     head = (f"History of {r.selector}" + (f" at {r.caliber}" if r.caliber else "")
             + f": {len(h.points)} runs, {r.basis}"
@@ -73,8 +77,19 @@ def text(r: HistoryResult) -> str:
     return "\n".join(lines)
 
 
+def plot_id(selector: str) -> str:
+    """An id for a history's plot that is unique per selector and safe in HTML and SVG."""
+    import hashlib
+
+    return "history-" + hashlib.sha256(selector.encode()).hexdigest()[:10]
+
+
 def timeline(r: HistoryResult) -> Plot:
     h = r.history
+    if not h.points:
+        return Plot(plot_id(r.selector), f"Decode rate over time: {r.selector}", "line",
+                    "hours since the first run", f"{r.basis} (tok/s)", (),
+                    no_data="no run with a decode rate")
     t0 = min([p.t for p in h.points] + ([p.t for p in h.control.points] if h.control else []))
     hours = [(p.t - t0) / 3600.0 for p in h.points]
     series = [Series("decode rate per run", None, 0, "client",
@@ -88,34 +103,51 @@ def timeline(r: HistoryResult) -> Plot:
     if h.control is not None and h.control.points:
         series.append(Series(f"control {r.control_selector}", None, 2, "client",
                              tuple(((p.t - t0) / 3600.0, p.decode) for p in h.control.points)))
-    return Plot("history", f"Decode rate over time: {r.selector}", "line",
+    return Plot(plot_id(r.selector), f"Decode rate over time: {r.selector}", "line",
                 "hours since the first run", f"{r.basis} (tok/s)", tuple(series))
 
 
-def html(r: HistoryResult) -> str:
-    h = r.history
+def _figure(r: HistoryResult) -> list[str]:
     plot = timeline(r)
+    head = [f'<figure class="plot" id="plot-{plot.id}">',
+            f"<figcaption>{e(plot.title)}</figcaption>"]
+    if not plot.has_data:
+        return [*head, f'<p class="no-data">No data: {e(plot.no_data)}.</p>', "</figure>"]
+    return [*head, render_svg(plot), _legend(plot), "</figure>"]
+
+
+def html(r: HistoryResult | FleetResult) -> str:
+    if isinstance(r, FleetResult):
+        return _page(r.selector, [
+            *(f"<p class=\"note\">{e('Fleet: ' + n)}</p>" for n in r.notes),
+            *(x for one in r.series.values() for x in _section(one))])
+    return _page(r.selector, _section(r))
+
+
+def _page(title: str, body: list[str]) -> str:
+    return "\n".join([
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">',
+        f"<title>{e('decodescope history: ' + title)}</title>",
+        f"<style>{_css()}</style></head><body><main>",
+        f"<header><h1>{e('History of ' + title)}</h1></header>", *body,
+        f"<footer><p>decodescope {e(__version__)}</p></footer></main></body></html>"])
+
+
+def _section(r: HistoryResult) -> list[str]:
+    h = r.history
     rows = []
     for c in h.changes:
         lines = change_lines(c)
         rows.append(f"<li><strong>{e(lines[0])}</strong><br>"
                     + "<br>".join(e(x.strip()) for x in lines[1:]) + "</li>")
-    body = [
-        '<!doctype html><html lang="en"><head><meta charset="utf-8">',
-        f"<title>{e('decodescope history: ' + r.selector)}</title>",
-        f"<style>{_css()}</style></head><body><main>",
-        f"<header><h1>{e('History of ' + r.selector)}</h1>",
-        f"<p>{e(text(r).splitlines()[0])}</p></header>",
-        '<section id="plots"><div class="plots"><figure class="plot" id="plot-history">',
-        f"<figcaption>{e(plot.title)}</figcaption>",
-        render_svg(plot) if plot.series and any(s.has_data for s in plot.series) else "",
-        _legend(plot), "</figure></div></section>",
-        '<section id="changes"><h2>Change points</h2>',
+    return [
+        f'<section class="history"><h2>{e(r.selector)}</h2>',
+        f"<p>{e(text(r).splitlines()[0])}</p>",
+        '<div class="plots">', *_figure(r), "</div>",
+        "<h3>Change points</h3>",
         (f"<ul>{''.join(rows)}</ul>" if rows else
          f"<p>{e(h.why or 'No change point: one level beyond noise.')}</p>"),
-        "</section>", '<section id="stretches"><h2>Stretches</h2><ul>',
+        "<h3>Stretches</h3><ul>",
         "".join(f"<li>{e(_level(lv, h))}</li>" for lv in h.levels), "</ul>",
         "".join(f"<p class=\"note\">{e(n)}</p>" for n in h.notes), "</section>",
-        f"<footer><p>decodescope {e(__version__)}</p></footer></main></body></html>",
     ]
-    return "\n".join(body)

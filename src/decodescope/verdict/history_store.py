@@ -44,6 +44,52 @@ class HistoryResult:
                 "exit_code": self.exit_code, **self.history.to_dict()}
 
 
+@dataclass(frozen=True)
+class FleetResult:
+    """`KEY=*`: one history per value of a label, and what the fleet did at once."""
+
+    selector: str
+    series: dict[str, HistoryResult]
+    notes: list[str]
+
+    @property
+    def exit_code(self) -> int:
+        codes = [r.exit_code for r in self.series.values()]
+        if int(ExitCode.REGRESSION) in codes:
+            return int(ExitCode.REGRESSION)
+        if codes and all(c == int(ExitCode.INCONCLUSIVE) for c in codes):
+            return int(ExitCode.INCONCLUSIVE)
+        return int(ExitCode.OK)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"selector": self.selector, "exit_code": self.exit_code, "fleet": self.notes,
+                "series": {k: v.to_dict() for k, v in self.series.items()}}
+
+
+def fleet(store: Any, selector: str, *, control: str | None = None, caliber: str | None = None,
+          since: str | None = None, until: str | None = None,
+          method: hi.Method = hi.DEFAULT_METHOD) -> FleetResult:
+    """`KEY=*`: the history of every value of label KEY (the control's own value left out),
+    and, without a control, whether at least half of at least FLEET_MIN series moved at once
+    (verdict.history.fleet_note)."""
+    from decodescope.store import runs as sr
+
+    key = selector.strip()[:-2]
+    t0, t1 = parse_when(since, "--since"), parse_when(until, "--until")
+    values = sorted({r.labels[key] for r in sr.list_runs(store, caliber=caliber, limit=10**9)
+                     if key in r.labels and (t0 is None or r.created_at >= t0)
+                     and (t1 is None or r.created_at <= t1)})
+    if control is not None:
+        values = [v for v in values if f"{key}={v}" != control.strip()]
+    if not values:
+        raise UsageError(f"no stored runs carry the label {key}", where=selector,
+                         remedy="List runs and their labels with `decodescope runs list`")
+    series = {f"{key}={v}": history(store, f"{key}={v}", control=control, caliber=caliber,
+                                    since=since, until=until, method=method) for v in values}
+    notes = [] if control else hi.fleet_note({k: r.history for k, r in series.items()})
+    return FleetResult(selector, series, notes)
+
+
 def exit_code(h: hi.History) -> int:
     """1 when a REGRESSION of the stack is in the range, 3 when the history is too short to
     tell, else 0 (no change, improvements, content shifts, environment)."""
