@@ -53,6 +53,9 @@ def test_a_single_outlying_run_is_never_a_change_point():
     assert h.changes == []
     assert [pts[i].key for i in h.spikes] == ["run 20", "run 41"]
     assert any("outlying" in n for n in h.notes)
+    # At either end a lone run has no second side to be judged against: still no change point.
+    for at in (0, 59):
+        assert hi.detect(series(60, 1, spikes={at: -0.5})).changes == []
 
 
 def test_a_change_needs_a_minimum_segment_on_each_side():
