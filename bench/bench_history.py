@@ -20,6 +20,10 @@ points per
 the target with its control).
 
     python bench/bench_history.py [--sizes 100,1000,10000] [--seeds 3] [--methods kernel,...]
+
+Methods: kernel (the default: ruptures KernelCPD, linear kernel), binseg, pelt (ruptures,
+pure Python: slow beyond a few hundred runs), otava (Apache Otava's E-Divisive; it pins older
+numpy/scipy, so install it only for the measurement: `pip install --no-deps apache-otava`).
 """
 
 from __future__ import annotations
