@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+from typing import Any
 
 import pytest
 from test_triage_support import store_run, trial
@@ -228,3 +229,33 @@ def test_a_fleet_of_stored_checks_moving_at_once_is_named_by_the_cli(tmp_path, c
                  "-o", str(tmp_path / "f.html")]) == 0
     page = (tmp_path / "f.html").read_text()
     assert page.count("class=\"plot-svg\"") == 4 and "moved down together" in page
+
+
+def _stored(run_id: int, t: float, fingerprint: dict) -> Any:
+    from decodescope.records.stored_run import StoredRun
+
+    return StoredRun(id=run_id, created_at=t, finished_at=t + 1, kind="probe", status="complete",
+                     url="http://127.0.0.1:8181", model="m", engine="llamacpp", simulated=False,
+                     caliber_ref=None, caliber_identity=None, caliber=None, labels={},
+                     warnings=[], fingerprint=fingerprint, result=None, meta={})
+
+
+def test_prometheus_changes_take_the_stack_diff_from_stored_fingerprints():
+    from dataclasses import replace
+
+    pts = [replace(p, stack=None, restart=(i == 30))
+           for i, p in enumerate(series(60, 16, tps_at=30, tps=-0.2))]
+    h = hi.detect(pts)
+    (c,) = h.changes
+    assert c.word == "SHIFT" and c.origin == "restart" and c.stack_changed is None
+    runs = [_stored(1, pts[10].t, _fp(8)), _stored(2, pts[29].t - 1, _fp(8)),
+            _stored(3, pts[31].t, _fp(4)), _stored(4, pts[50].t, _fp(4))]
+    (c,) = hi.with_fingerprints(h, runs).changes
+    assert c.word == "REGRESSION" and c.stack_changed is True
+    assert c.fingerprints_from == ("run 2", "run 3")
+    assert "--draft-max" in " ".join(r["result"] + (r["detail"] or "")
+                                     for r in c.fingerprint_changes)
+    # The same launch on both sides: the restart changed nothing the fingerprint sees.
+    same = [_stored(2, pts[29].t - 1, _fp(8)), _stored(3, pts[31].t, _fp(8))]
+    (c,) = hi.with_fingerprints(h, same).changes
+    assert c.stack_changed is False and c.word == "CONTENT_SHIFT"

@@ -26,9 +26,13 @@ from decodescope.verdict.history_store import FleetResult, HistoryResult, fleet,
               show_default=True)
 @click.option("-o", "--output", "output", type=click.Path(dir_okay=False), default=None,
               help="Write to this file instead of standard output.")
+@click.option("--fingerprints", default=None, metavar="SELECTOR",
+              help="For a Prometheus range: stored runs (a label or endpoint URL) of the same "
+                   "endpoint whose fingerprints say what changed across each change.")
 @store_option
 def command(selector: str, control: str | None, caliber_name: str | None, since: str | None,
-            until: str | None, fmt: str, output: str | None, store_path: str | None) -> int:
+            until: str | None, fmt: str, output: str | None, fingerprints: str | None,
+            store_path: str | None) -> int:
     """The change points in the decode rate of SELECTOR's stored runs (a label key=value such
     as check=gpu-a or host=NAME, or an endpoint URL; KEY=* for every value of a label, with a
     note when most of them moved at once) or of a Prometheus range
@@ -40,14 +44,16 @@ def command(selector: str, control: str | None, caliber_name: str | None, since:
     from decodescope.report import history as render
 
     result: HistoryResult | FleetResult
-    if selector.strip().startswith(("prom+", "prom:")):  # a Prometheus range: no store
+    if selector.strip().startswith(("prom+", "prom:")) and not fingerprints:  # no store
         result = history(None, selector, control=control, caliber=caliber_name, since=since,
                          until=until)
     else:
         with Store.open(store_path, read_only=True) as store:
-            run = fleet if selector.strip().endswith("=*") else history
-            result = run(store, selector, control=control, caliber=caliber_name,
-                         since=since, until=until)
+            result = (fleet(store, selector, control=control, caliber=caliber_name,
+                            since=since, until=until)
+                      if selector.strip().endswith("=*") else
+                      history(store, selector, control=control, caliber=caliber_name,
+                              since=since, until=until, fingerprints=fingerprints))
     doc = (json.dumps(result.to_dict(), indent=2) if fmt == "json"
            else render.html(result) if fmt == "html" else render.text(result))
     if output:

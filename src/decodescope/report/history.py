@@ -39,15 +39,18 @@ def change_lines(c: ChangePoint) -> list[str]:
             out.append(f"  {ch.metric}: {ch.describe()}")
     if c.control:
         out.append(f"  control: {c.control}")
+    src = (f" (fingerprints of {c.fingerprints_from[0]} → {c.fingerprints_from[1]})"
+           if c.fingerprints_from else "")
     if c.stack_changed is None:
-        out.append("  stack: unknown (a run has no fingerprint)")
+        out.append("  stack: unknown (no fingerprint on a side; for a Prometheus range, "
+                   "--fingerprints names stored runs of the endpoint)")
     elif c.fingerprint_changes:
-        out.append("  stack changed: " + "; ".join(f"{r['check']} {r['result']}"
-                                                  for r in c.fingerprint_changes))
+        out.append(f"  stack changed{src}: " + "; ".join(f"{r['check']} {r['result']}"
+                                                         for r in c.fingerprint_changes))
     elif c.stack_changed:
         out.append("  stack changed (launch, version or host differ)")
     else:
-        out.append("  stack: unchanged across it")
+        out.append(f"  stack: unchanged across it{src}")
     return out
 
 

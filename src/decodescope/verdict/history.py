@@ -125,6 +125,9 @@ class ChangePoint:
     control: str | None  # the control's change it matches, in words
     word: Word
     origin: str  # "scan" | "stack change" | "restart" | "tokens per step"
+    # The stored runs whose fingerprints were diffed, when they are not the points themselves
+    # (a Prometheus history with `--fingerprints`).
+    fingerprints_from: tuple[str, str] | None = None
 
     @property
     def label(self) -> str:
@@ -142,7 +145,9 @@ class ChangePoint:
                 "tokens_per_step": (self.tokens_per_step.to_dict()
                                     if self.tokens_per_step else None),
                 "carried_by": self.carried_by, "stack_changed": self.stack_changed,
-                "fingerprint_changes": self.fingerprint_changes, "control": self.control}
+                "fingerprint_changes": self.fingerprint_changes, "control": self.control,
+                "fingerprints_from": list(self.fingerprints_from) if self.fingerprints_from
+                else None}
 
 
 @dataclass(frozen=True)
@@ -397,23 +402,56 @@ def _attribute(pts: Sequence[Point], x: Sequence[float], within: Sequence[float]
                 ctl = (f"the control moved {cc.decode.describe()} between "
                        f"{cc.before} and {cc.after}")
                 break
-    word: Word
-    if ctl is not None:
-        word = "ENVIRONMENT"
-    elif stack_changed:
-        word = "REGRESSION" if (d.rel or 0.0) < 0 else "IMPROVEMENT"
-    elif stack_changed is None and restarted:
-        # The engine restarted here, but what it restarted with is unseen (Prometheus): a
-        # launch change is likely, not known; the carrier still says which factor moved.
-        word = "SHIFT"
-    elif carried is not None and carried != "step rate":
-        word = "CONTENT_SHIFT"
-    else:
-        word = "SHIFT"
+    word = _word(ctl, stack_changed, restarted, carried, d.rel)
     if restarted and origin == "stack change" and stack_changed is None:
         origin = "restart"
     return ChangePoint(c, prev.key, cur.key, cur.t, d, s, m, carried, rows, stack_changed, ctl,
                        word, origin)
+
+
+def _word(control: str | None, stack_changed: bool | None, restarted: bool,
+          carried: str | None, rel: float | None) -> Word:
+    if control is not None:
+        return "ENVIRONMENT"
+    if stack_changed:
+        return "REGRESSION" if (rel or 0.0) < 0 else "IMPROVEMENT"
+    if stack_changed is None and restarted:
+        # The engine restarted here, but what it restarted with is unseen (Prometheus): a
+        # launch change is likely, not known; the carrier still says which factor moved.
+        return "SHIFT"
+    if carried is not None and carried != "step rate":
+        return "CONTENT_SHIFT"
+    return "SHIFT"
+
+
+def with_fingerprints(h: History, runs: Sequence[StoredRun]) -> History:
+    """A history whose points carry no stack (Prometheus windows), its changes diffed with the
+    fingerprints of stored runs of the same endpoint: the newest run before the change's last
+    unchanged point and the oldest run from its first changed point on. A change with both
+    runs gets its stack verdict (REGRESSION / IMPROVEMENT when the stack changed)."""
+    from dataclasses import replace
+
+    fps = sorted((r for r in runs if isinstance(r.fingerprint, dict)),
+                 key=lambda r: (r.created_at, r.id))
+    out = []
+    for c in h.changes:
+        if c.stack_changed is not None or c.index < 1:
+            out.append(c)
+            continue
+        t_prev = h.points[c.index - 1].t
+        before = [r for r in fps if r.created_at <= t_prev]
+        after = [r for r in fps if r.created_at >= c.t]
+        if not before or not after:
+            out.append(c)
+            continue
+        a, b = before[-1], after[0]
+        ka, kb = rs.stack_key(a.fingerprint), rs.stack_key(b.fingerprint)
+        rows = fingerprint_changes(a.fingerprint, b.fingerprint) or []
+        changed = (ka != kb) if (ka is not None and kb is not None) else (True if rows else None)
+        word = _word(c.control, changed, c.origin == "restart", c.carried_by, c.decode.rel)
+        out.append(replace(c, fingerprint_changes=rows, stack_changed=changed, word=word,
+                           fingerprints_from=(f"run {a.id}", f"run {b.id}")))
+    return replace(h, changes=out)
 
 
 def _time_tolerance(pts: Sequence[Point], c: int) -> float:

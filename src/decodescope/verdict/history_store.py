@@ -203,9 +203,12 @@ def points_from_windows(windows: Sequence[EngineWindow], *, engine: str | None,
 
 def prom_history(selector: str, *, control: str | None = None, server: str | None = None,
                  engine: str | None = None, client: Any = None,
-                 method: hi.Method = hi.DEFAULT_METHOD) -> HistoryResult:
+                 method: hi.Method = hi.DEFAULT_METHOD,
+                 fingerprints: Sequence[StoredRun] = ()) -> HistoryResult:
     """The change points of a Prometheus range (`prom+http://HOST:9090/?job=vllm@A..B`), one
-    point per query step; `control` another Prometheus selector."""
+    point per query step; `control` another Prometheus selector; `fingerprints`: stored runs
+    of the same endpoint whose fingerprints say what changed across each change
+    (verdict.history.with_fingerprints)."""
     from decodescope.verdict.prom_side import read_prom
 
     def load(sel: str) -> list[hi.Point]:
@@ -218,21 +221,35 @@ def prom_history(selector: str, *, control: str | None = None, server: str | Non
                          remedy="Check the time range (`decodescope prom SELECTOR` lists its "
                                 "windows)")
     ctl = load(control) if control else None
-    return HistoryResult(selector, control, None, "engine decode rate (Prometheus windows)",
-                         hi.detect(pts, control=ctl, method=method))
+    h = hi.detect(pts, control=ctl, method=method)
+    if fingerprints:
+        h = hi.with_fingerprints(h, fingerprints)
+    return HistoryResult(selector, control, None, "engine decode rate (Prometheus windows)", h)
 
 
 def history(store: Any, selector: str, *, control: str | None = None,
             caliber: str | None = None, since: str | None = None, until: str | None = None,
-            method: hi.Method = hi.DEFAULT_METHOD) -> HistoryResult:
+            method: hi.Method = hi.DEFAULT_METHOD,
+            fingerprints: str | None = None) -> HistoryResult:
     """The change points of a selector's stored runs (one caliber), attributed; `control`:
-    a reference series of the same caliber (a change it shows too is the environment)."""
+    a reference series of the same caliber (a change it shows too is the environment).
+    For a Prometheus range, `fingerprints` names stored runs (a label or endpoint URL) of the
+    same endpoint whose fingerprints say what changed across each change."""
     if selector.strip().startswith(("prom+", "prom:")):
         if since or until or caliber:
             raise UsageError("--since/--until/--caliber do not apply to a Prometheus range",
                              where=selector, remedy="Put the range in the selector: "
                                                     "prom+http://HOST:9090/?job=vllm@A..B")
-        return prom_history(selector, control=control, method=method)
+        fps = (select_runs(store, fingerprints, where="--fingerprints")
+               if fingerprints and store is not None else [])
+        if fingerprints and not fps:
+            raise UsageError(f"no stored runs match {fingerprints}", where="--fingerprints",
+                             remedy="Name a label or endpoint URL of stored runs "
+                                    "(`decodescope runs list`)")
+        return prom_history(selector, control=control, method=method, fingerprints=fps)
+    if fingerprints:
+        raise UsageError("--fingerprints applies to a Prometheus range only", where=selector,
+                         remedy="Stored runs carry their own fingerprints: leave it out")
     t0, t1 = parse_when(since, "--since"), parse_when(until, "--until")
     runs = select_runs(store, selector, caliber=caliber, since=t0, until=t1)
     if not runs:
