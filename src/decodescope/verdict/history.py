@@ -314,7 +314,7 @@ def _confirm(x: Sequence[float], within: Sequence[float], cands: dict[int, str])
             a0, b1 = bounds[j], bounds[j + 2]
             left, right = x[a0:c], x[c:b1]
             if not _segments_hold(left, right):
-                score = 2.0  # fails always; dropped before any test
+                score = math.inf  # fails whatever the test: dropped first
             else:
                 alpha = STACK_ALPHA if kept[c] == "stack change" else SCAN_ALPHA
                 ch = _change("decode rate", left, right, alpha, within[a0:c], within[c:b1])
