@@ -37,6 +37,7 @@ SUBCOMMANDS = [
     "store",
     "ab",
     "spread",
+    "history",
 ]
 
 

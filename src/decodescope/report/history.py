@@ -1,0 +1,156 @@
+"""A history (verdict.history_store.HistoryResult) as terminal text and as an HTML timeline.
+
+Both render the one record: every number comes from it. The HTML page uses the report's style
+sheet and its inline SVG plots (report.plot_svg): the decode rate of each run, the level of
+each stretch, the control's runs, and each change point named under the plot.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from decodescope import __version__
+from decodescope.markup import html as e
+from decodescope.report.plot_svg import render_svg
+from decodescope.report.plotdata import Plot, Series
+from decodescope.report.report_html import _css, _legend
+from decodescope.verdict.history import ChangePoint, History, Level
+from decodescope.verdict.history_store import FleetResult, HistoryResult
+
+
+def _when(t: float) -> str:
+    return datetime.fromtimestamp(t, tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _level(lv: Level, h: History) -> str:
+    a, b = h.points[lv.first].key, h.points[lv.last].key
+    return (f"{a} … {b} ({lv.runs} runs): {lv.decode:.1f} tok/s (95 % CI {lv.lo:.1f} … "
+            f"{lv.hi:.1f}); {lv.spread.text()}")
+
+
+def change_lines(c: ChangePoint) -> list[str]:
+    out = [f"{c.label}: between {c.before} and {c.after} ({_when(c.t)}), decode "
+           f"{c.decode.describe()}",
+           f"  decode {c.decode.baseline:.1f} → {c.decode.current:.1f} tok/s; "
+           + (f"carried by {c.carried_by}" if c.carried_by else "no component carries it "
+              "beyond noise")]
+    for ch in (c.step_rate, c.tokens_per_step):
+        if ch is not None:
+            out.append(f"  {ch.metric}: {ch.describe()}")
+    if c.control:
+        out.append(f"  control: {c.control}")
+    src = (f" (fingerprints of {c.fingerprints_from[0]} → {c.fingerprints_from[1]})"
+           if c.fingerprints_from else "")
+    if c.stack_changed is None:
+        out.append("  stack: unknown (no fingerprint on a side; for a Prometheus range, "
+                   "--fingerprints names stored runs of the endpoint)")
+    elif c.fingerprint_changes:
+        out.append(f"  stack changed{src}: " + "; ".join(f"{r['check']} {r['result']}"
+                                                         for r in c.fingerprint_changes))
+    elif c.stack_changed:
+        out.append("  stack changed (launch, version or host differ)")
+    else:
+        out.append(f"  stack: unchanged across it{src}")
+    return out
+
+
+def text(r: HistoryResult | FleetResult) -> str:
+    if isinstance(r, FleetResult):
+        parts = [text(x) for x in r.series.values()]
+        parts += [f"Fleet: {n}" for n in r.notes]
+        return "\n\n".join(parts)
+    h = r.history
+    head = (f"History of {r.selector}" + (f" at {r.caliber}" if r.caliber else "")
+            + f": {len(h.points)} runs, {r.basis}"
+            + (f"; control {r.control_selector} ({len(h.control.points)} runs)"
+               if h.control is not None else ""))
+    lines = [head]
+    if h.status == "inconclusive":
+        lines.append(f"INCONCLUSIVE: {h.why}")
+        return "\n".join(lines)
+    if not h.changes:
+        lines.append("No change point: the decode rate held one level beyond noise.")
+    for c in h.changes:
+        lines.extend(change_lines(c))
+    lines.append("Stretches:")
+    lines.extend(f"  {_level(lv, h)}" for lv in h.levels)
+    lines.extend(h.notes)
+    lines.append(f"Detector: {h.method} candidates (ruptures) confirmed by a two-sample test "
+                 "with each stretch's between-run spread (docs/methodology.md §9).")
+    return "\n".join(lines)
+
+
+def plot_id(selector: str) -> str:
+    """An id for a history's plot that is unique per selector and safe in HTML and SVG."""
+    import hashlib
+
+    return "history-" + hashlib.sha256(selector.encode()).hexdigest()[:10]
+
+
+def timeline(r: HistoryResult) -> Plot:
+    h = r.history
+    if not h.points:
+        return Plot(plot_id(r.selector), f"Decode rate over time: {r.selector}", "line",
+                    "hours since the first run", f"{r.basis} (tok/s)", (),
+                    no_data="no run with a decode rate")
+    t0 = min([p.t for p in h.points] + ([p.t for p in h.control.points] if h.control else []))
+    hours = [(p.t - t0) / 3600.0 for p in h.points]
+    series = [Series("decode rate per run", None, 0, "client",
+                     tuple((x, p.decode) for x, p in zip(hours, h.points, strict=True)))]
+    lv_pts: list[tuple[float, float | None]] = []
+    for lv in h.levels:
+        lv_pts += [(hours[lv.first], lv.decode), (hours[lv.last], lv.decode),
+                   (hours[lv.last], None)]
+    if lv_pts:
+        series.append(Series("level of each stretch", None, 1, "engine", tuple(lv_pts)))
+    if h.control is not None and h.control.points:
+        series.append(Series(f"control {r.control_selector}", None, 2, "client",
+                             tuple(((p.t - t0) / 3600.0, p.decode) for p in h.control.points)))
+    return Plot(plot_id(r.selector), f"Decode rate over time: {r.selector}", "line",
+                "hours since the first run", f"{r.basis} (tok/s)", tuple(series))
+
+
+def _figure(r: HistoryResult) -> list[str]:
+    plot = timeline(r)
+    head = [f'<figure class="plot" id="plot-{plot.id}">',
+            f"<figcaption>{e(plot.title)}</figcaption>"]
+    if not plot.has_data:
+        return [*head, f'<p class="no-data">No data: {e(plot.no_data)}.</p>', "</figure>"]
+    return [*head, render_svg(plot), _legend(plot), "</figure>"]
+
+
+def html(r: HistoryResult | FleetResult) -> str:
+    if isinstance(r, FleetResult):
+        return _page(r.selector, [
+            *(f"<p class=\"note\">{e('Fleet: ' + n)}</p>" for n in r.notes),
+            *(x for one in r.series.values() for x in _section(one))])
+    return _page(r.selector, _section(r))
+
+
+def _page(title: str, body: list[str]) -> str:
+    return "\n".join([
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">',
+        f"<title>{e('decodescope history: ' + title)}</title>",
+        f"<style>{_css()}</style></head><body><main>",
+        f"<header><h1>{e('History of ' + title)}</h1></header>", *body,
+        f"<footer><p>decodescope {e(__version__)}</p></footer></main></body></html>"])
+
+
+def _section(r: HistoryResult) -> list[str]:
+    h = r.history
+    rows = []
+    for c in h.changes:
+        lines = change_lines(c)
+        rows.append(f"<li><strong>{e(lines[0])}</strong><br>"
+                    + "<br>".join(e(x.strip()) for x in lines[1:]) + "</li>")
+    return [
+        f'<section class="history"><h2>{e(r.selector)}</h2>',
+        f"<p>{e(text(r).splitlines()[0])}</p>",
+        '<div class="plots">', *_figure(r), "</div>",
+        "<h3>Change points</h3>",
+        (f"<ul>{''.join(rows)}</ul>" if rows else
+         f"<p>{e(h.why or 'No change point: one level beyond noise.')}</p>"),
+        "<h3>Stretches</h3><ul>",
+        "".join(f"<li>{e(_level(lv, h))}</li>" for lv in h.levels), "</ul>",
+        "".join(f"<p class=\"note\">{e(n)}</p>" for n in h.notes), "</section>",
+    ]
