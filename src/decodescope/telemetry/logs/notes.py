@@ -148,7 +148,7 @@ def _input_notes(out: list[Finding], s: LogSummary, counts: ParseCounts) -> None
     if counts.compressed:
         out.append(Finding(
             "logs.compressed", f"{counts.compressed}-compressed log, read through the "
-            f"decompressor ({human_bytes(counts.bytes_read)} of text; no seek or parallel read)",
+            f"decompressor ({human_bytes(counts.bytes_read)} of text; no seek)",
             severity="info"))
     if counts.damaged:
         out.append(Finding(

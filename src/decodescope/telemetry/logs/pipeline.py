@@ -331,9 +331,9 @@ def iter_windows(path: str, *, engine: str | None = None, year: int | None = Non
 
     Big files (not in follow mode): with an active `selection` (--since/--until, resolved
     here) the read seeks to its window and yields the windows around it, which the caller
-    filters (seek.py); otherwise, with parallel=True, the file is read on every core
-    (parallel.py; memory then grows with the windows); by default sequentially, in bounded
-    memory. Both give the windows of a sequential read, or fall back to one.
+    filters (seek.py; it gives the windows of a sequential read, or falls back to one);
+    otherwise sequentially, in bounded memory. `parallel` is accepted for old callers and
+    ignored (the parallel read was removed).
     """
     counts = counts if counts is not None else ParseCounts()
     if follow:
@@ -341,9 +341,9 @@ def iter_windows(path: str, *, engine: str | None = None, year: int | None = Non
     else:
         check_log_path(path)
         counts.compressed = compression(path)
-        if counts.compressed is None:  # byte offsets of a compressed file mean nothing
-            yielded = yield from _big_file(path, engine, year, counts, reader_out, selection,
-                                           parallel)
+        # byte offsets of a compressed file mean nothing
+        if counts.compressed is None and selection is not None and selection.active:
+            yielded = yield from _seek(path, engine, year, counts, reader_out, selection)
             if yielded:
                 return
     try:
@@ -381,32 +381,19 @@ def iter_windows(path: str, *, engine: str | None = None, year: int | None = Non
     yield from lr.flush()
 
 
-def _big_file(path: str, engine: str | None, year: int | None, counts: ParseCounts,
-              reader_out: list[LineReader] | None, selection: Selection | None,
-              parallel: bool | None) -> Generator[EngineWindow, None, bool]:
-    """Seek or parallel read of a big file; returns False when the caller reads it whole."""
+def _seek(path: str, engine: str | None, year: int | None, counts: ParseCounts,
+          reader_out: list[LineReader] | None,
+          selection: Selection) -> Generator[EngineWindow, None, bool]:
+    """Seek to the selected time window of a big file; returns False when the caller reads
+    it whole."""
+    from decodescope.telemetry.logs.seek import seek_windows
+
     eng = None if engine in (None, "auto") else engine
-    if selection is not None and selection.active:
-        from decodescope.telemetry.logs.seek import seek_windows
-
-        seeked = seek_windows(path, selection, engine=eng, year=year, counts=counts,
-                              reader_out=reader_out)
-        if seeked is not None:
-            yield from seeked
-            return True
-    # Only when asked (parallel=True): the workers hand back their windows whole, so memory
-    # grows with the log (1 GB peak for a 1 GiB log, issue 22), and on a busy machine it was
-    # slower than the sequential read; the sequential read keeps memory bounded.
-    if not parallel:
+    seeked = seek_windows(path, selection, engine=eng, year=year, counts=counts,
+                          reader_out=reader_out)
+    if seeked is None:
         return False
-    # imported here: it loads multiprocessing (~0.1 s), which a sequential read never needs
-    from decodescope.telemetry.logs import parallel as par
-
-    windows = par.parallel_windows(path, engine=eng, year=year, counts=counts,
-                                   reader_out=reader_out)
-    if windows is None:
-        return False
-    yield from windows
+    yield from seeked
     return True
 
 
