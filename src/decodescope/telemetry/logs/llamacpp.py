@@ -8,6 +8,10 @@ M` (llama.cpp b1-0c1e570, embedded by `decodescope engine`; M = 1 + A / drafted 
 decimals), and a `statistics <impl>: ... #gen drafts = N ...` line (trace level: often absent).
 The stamp, when present, is elapsed time since server start (no clock time), so windows carry
 no t_start/t_end (flag `no_clock_time`); `printed['t_elapsed_s']` keeps the elapsed time.
+A request without a draft line drafted nothing (`spec_off`: one token per step) only where no
+other line of the log drafts; where one does, its drafting is unknown (`draft_stats_missing`:
+a block cut before its draft line, a paste that lost it; llama.cpp also leaves the line out
+of a request that drafted nothing, which the log cannot tell apart): drafting.py.
 Drafts (verify steps with a draft) come from the statistics line when its token counts match
 the request (per request, or cumulative and diffed; the line may come before or after the
 release line); else from the accepted count and the printed MAL where exactly one whole number
@@ -29,6 +33,7 @@ from typing import NamedTuple
 
 from decodescope.records.window import EngineWindow
 from decodescope.telemetry.logs.clock import Clock, elapsed_s
+from decodescope.telemetry.logs.drafting import MISSING, UNDECIDED, Drafting
 from decodescope.telemetry.logs.parse_counts import ParseCounts, Unparsed
 
 ENGINE = "llamacpp"
@@ -191,8 +196,14 @@ class LlamacppAssembler:
         self._cur: _Req | None = None
         self._last_stats: dict[str, LStats] = {}
         self.config_known = True  # no launch-config keywords
+        self.drafting = Drafting()
 
     def feed(self, rec: Record) -> list[EngineWindow]:
+        if isinstance(rec, (LDraft, LStats)):
+            self.drafting.note_on()  # some request drafted: a missing draft line is unknown
+        return self.drafting.release(self._feed(rec))
+
+    def _feed(self, rec: Record) -> list[EngineWindow]:
         out: list[EngineWindow] = []
         cur = self._cur
         if isinstance(rec, LRelease):
@@ -203,14 +214,14 @@ class LlamacppAssembler:
             if cur is not None and cur.stats is None:
                 cur.stats = rec
                 if cur.released:  # release, then statistics: the request is complete
-                    return self.flush()
+                    return self._flush()
             return out
         new_request = cur is None or cur.released or (
             rec.slot is not None and cur.slot is not None and rec.slot != cur.slot)
         if isinstance(rec, LTime) and cur is not None and rec.kind in cur.times:
             new_request = True  # a second "eval time": the previous request ended
         if new_request:
-            out = self.flush()
+            out = self._flush()
             cur = self._cur = _Req(rec.slot)
         assert cur is not None
         if cur.slot is None:
@@ -224,6 +235,9 @@ class LlamacppAssembler:
         return out
 
     def flush(self) -> list[EngineWindow]:
+        return self.drafting.flush(self._flush())
+
+    def _flush(self) -> list[EngineWindow]:
         cur, self._cur = self._cur, None
         if cur is None or "eval" not in cur.times:
             return []
@@ -262,8 +276,11 @@ class LlamacppAssembler:
         d = r.draft
         drafts = accepted = draft_tokens = None
         per_pos = None
-        if d is None:
-            flags.append("spec_off")  # no draft line: no drafted tokens, one token per step
+        if d is None:  # no draft line: off, or unknown where other lines say it drafts
+            state = self.drafting.state()
+            flags.append("spec_off" if state is False else MISSING if state else UNDECIDED)
+            if state:
+                self.drafting.missing += 1
         else:
             accepted, draft_tokens = d.accepted, d.generated
             if d.generated:
