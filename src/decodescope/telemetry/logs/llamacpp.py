@@ -32,29 +32,30 @@ import re
 from typing import NamedTuple
 
 from decodescope.records.window import EngineWindow
+from decodescope.telemetry.logs import formats as F
 from decodescope.telemetry.logs.clock import Clock, elapsed_s
 from decodescope.telemetry.logs.drafting import MISSING, UNDECIDED, Drafting
 from decodescope.telemetry.logs.parse_counts import ParseCounts, Unparsed
 
 ENGINE = "llamacpp"
-KEYWORDS = (b"eval time =", b"total time =", b"draft acceptance", b"#gen drafts", b"stop processing")
+KEYWORDS = tuple(k.encode() for row in (F.LLAMACPP_TIMING, F.LLAMACPP_DRAFT,
+                                         F.LLAMACPP_STATISTICS, F.LLAMACPP_RELEASE)
+                 for k in row.keywords)
 LEAN_KEYWORDS = KEYWORDS
 
 _SLOT = re.compile(r"\bid\s+(\d+)\s*\|\s*task\s+(\d+)")
-_N = r"(\d+(?:\.\d+)?)"  # a printed number
-_TIME = re.compile(rf"(prompt eval|eval|total) time =\s*{_N} ms /\s*(\d+) (?:tokens|runs)")
-_DRAFT = re.compile(
-    r"draft acceptance(?: rate)? =\s*(\d+(?:\.\d+)?|nan)\s*\(\s*(\d+) accepted /\s*(\d+) generated\)")
-_MAL = re.compile(rf"mean (?:acceptance length|len) =\s*{_N}")
+_TIME = F.LLAMACPP_TIMING.patterns["time"]
+_DRAFT = F.LLAMACPP_DRAFT.patterns["draft"]
+_MAL = F.LLAMACPP_DRAFT.patterns["mal"]
+_PER_POS = F.LLAMACPP_DRAFT.patterns["per_pos"]
 _MEAN_LEN_END = re.compile(r"mean len =\s*\d+\.\d\d$")
-_PER_POS = re.compile(r"acceptance rate per position =\s*\(([^)]*)\)")
-_STAT_NAME = re.compile(r"statistics\s+([\w.-]+):")
-_STAT = {k: re.compile(rf"{re.escape(k)} =\s*{_N}")
+_STAT_NAME = F.LLAMACPP_STATISTICS.patterns["impl"]
+_STAT = {k: F.LLAMACPP_STATISTICS.patterns[k]
          for k in ("#gen drafts", "#acc drafts", "#gen tokens", "#acc tokens")}
-_STAT_MAL = re.compile(rf"#mean acc len =\s*{_N}")
+_STAT_MAL = F.LLAMACPP_STATISTICS.patterns["mal"]
 # The timing lines as `print_timing` writes them (3 of a request's ~6 lines), read in one
-# match: the elapsed stamp, the slot and the time, each what its own pattern finds (nothing
-# before the slot or the time can hold another); any other shape takes the general path.
+# match: the elapsed stamp, the slot and the timing row's own pattern (nothing before the slot
+# or the time can hold another); any other shape takes the general path.
 _FAST_TIME = re.compile(
     r"\s*(\d+)\.(\d\d)\.(\d\d\d)\.(\d\d\d) [IWEDT] slot print_timing: "
     r"id\s+(\d+)\s*\|\s*task\s+(\d+)\s*\|\s*" + _TIME.pattern)
@@ -114,22 +115,22 @@ def parse(text: str, clock: Clock, counts: ParseCounts) -> Record | Unparsed | N
             return Unparsed("llamacpp.draft")
         mal = _MAL.search(text)
         pp = _PER_POS.search(text)
-        per_pos = _floats(pp.group(1)) if pp else None
-        return LDraft(slot, int(d.group(2)), int(d.group(3)),
-                      float(mal.group(1)) if mal else None, per_pos or None, te)
+        per_pos = _floats(pp.group("per_pos")) if pp else None
+        return LDraft(slot, int(d.group("accepted")), int(d.group("generated")),
+                      float(mal.group("mal")) if mal else None, per_pos or None, te)
     if "#gen drafts" in text:
         name = _STAT_NAME.search(text)
         vals = {k: rx.search(text) for k, rx in _STAT.items()}
         if name is None or any(v is None for v in vals.values()):
             return Unparsed("llamacpp.statistics")
-        n = {k: int(float(v.group(1))) for k, v in vals.items() if v is not None}
+        n = {k: int(float(v.group("v"))) for k, v in vals.items() if v is not None}
         smal = _STAT_MAL.search(text)
-        return LStats(name.group(1), n["#gen drafts"], n["#gen tokens"], n["#acc tokens"], te,
-                      float(smal.group(1)) if smal else None)
+        return LStats(name.group("impl"), n["#gen drafts"], n["#gen tokens"], n["#acc tokens"],
+                      te, float(smal.group("mal")) if smal else None)
     t = _TIME.search(text)
     if t is None:
         return Unparsed("llamacpp.timing")
-    return LTime(slot, t.group(1), float(t.group(2)), int(t.group(3)), te)
+    return LTime(slot, t.group("kind"), float(t.group("ms")), int(t.group("tokens")), te)
 
 
 def complete(text: str, rec: Record) -> bool:
@@ -141,14 +142,14 @@ def complete(text: str, rec: Record) -> bool:
     if isinstance(rec, LRelease):
         return True
     if isinstance(rec, LTime):
-        return msg.endswith("tokens per second)" if rec.kind != "total" else " tokens")
+        return msg.endswith(F.LLAMACPP_TIMING.ends[rec.kind])
     if isinstance(rec, LDraft):
         if "draft acceptance rate" in msg:  # the older line ends at its counts
             return msg.endswith("generated)")
         if "mean len" in msg:  # `mean len = %5.2f`: whole with its two decimals
             return _MEAN_LEN_END.search(msg) is not None
         return msg.endswith(")") and rec.per_pos is not None
-    return msg.endswith(" ms")
+    return msg.endswith(F.LLAMACPP_STATISTICS.ends["statistics"])
 
 
 def drafts_from_mal(accepted: int, mal: float, decimals: int = 2) -> int | None:

@@ -18,14 +18,15 @@ from collections import deque
 from typing import NamedTuple
 
 from decodescope.records.window import EngineWindow
+from decodescope.telemetry.logs import formats as F
 from decodescope.telemetry.logs.clock import Clock
 from decodescope.telemetry.logs.drafting import MISSING, SPAN_NEEDS_MAL, UNDECIDED, Drafting
-from decodescope.telemetry.logs.fields import fast_number, split_fields
+from decodescope.telemetry.logs.fields import fast_number
 from decodescope.telemetry.logs.parse_counts import ParseCounts, Unparsed
 
 ENGINE = "sglang"
-DECODE_KEY = "Decode batch"
-CONFIG_KEY = "decode_log_interval"
+DECODE_KEY = F.SGLANG_DECODE.keyword
+CONFIG_KEY = F.SGLANG_CONFIG.keyword
 LEAN_KEYWORDS = (DECODE_KEY.encode(),)
 KEYWORDS = (*LEAN_KEYWORDS, CONFIG_KEY.encode())
 DEFAULT_DECODE_LOG_INTERVAL = 40  # SGLang --decode-log-interval default
@@ -35,32 +36,8 @@ RECENT_WINDOWS = 8  # neighbours used for "typical duration"
 
 _AFTER = re.compile(r"Decode batch(?: \[(\d+)\])?\s*[.,]?\s*")
 _TAG = re.compile(r"\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?((?: [A-Za-z]+\d+)*)\s*\]")
-_CONFIG = re.compile(r"decode_log_interval['\"]?\s*[=:]\s*(\d+)")
-_CONFIG_SPEC = re.compile(r"speculative_algorithm['\"]?\s*[=:]\s*['\"]?(\w+)")
 
-FIELDS = {
-    "#running-req": "running",
-    "#token": "tokens",
-    "token usage": "token_usage",
-    "accept len": "mal_reported",
-    "accept rate": "accept_rate",
-    "cuda graph": "cuda_graph",
-    "cpu graph": "cpu_graph",
-    "npu graph": "npu_graph",
-    "gen throughput (token/s)": "generation_throughput",
-    "#queue-req": "waiting",
-    "largest-len": "largest_len",
-    "#full token": "full_tokens",
-    "full token usage": "full_token_usage",
-    "#swa token": "swa_tokens",
-    "swa token usage": "swa_token_usage",
-    "mamba num": "mamba_num",
-    "mamba usage": "mamba_usage",
-    "pre-allocated usage": "preallocated_usage",
-    "#prealloc-req": "prealloc_req",
-    "#transfer-req": "transfer_req",
-    "#retracted-req": "retracted_req",
-}
+FIELDS = F.SGLANG_DECODE.field_map  # printed name -> name in EngineWindow.printed
 
 
 class SDecode(NamedTuple):
@@ -82,17 +59,17 @@ def parse(text: str, clock: Clock, counts: ParseCounts) -> SDecode | SConfig | U
     i = text.find(DECODE_KEY)
     if i < 0:
         if CONFIG_KEY in text:
-            m = _CONFIG.search(text)
+            m = F.SGLANG_CONFIG.patterns["steps"].search(text)
             if m is None:
                 return None
-            sp = _CONFIG_SPEC.search(text)
-            return SConfig(int(m.group(1)),
-                           None if sp is None else sp.group(1).lower() not in ("none", "null"))
+            sp = F.SGLANG_CONFIG.patterns["spec"].search(text)
+            return SConfig(int(m.group("steps")),
+                           None if sp is None else sp.group("spec").lower() not in ("none", "null"))
         return None
     head = text[:i]
     m = _AFTER.match(text, i)
     assert m is not None  # the pattern's only required part is the keyword found above
-    f = split_fields(text[m.end():])
+    f = F.fields(F.SGLANG_DECODE, text[m.end():])
     printed: dict[str, float] = {}
     for name, raw in f.items():
         key = FIELDS.get(name)
@@ -118,8 +95,7 @@ def complete(text: str, rec: SDecode | SConfig) -> bool:
     show it; a 2026 line ending `#queue-req: N` cannot (a cut there cannot be told)."""
     if not isinstance(rec, SDecode):
         return False
-    msg = text.rstrip(" \r\n")
-    return msg.endswith(",") and msg.rsplit(", ", 1)[-1].startswith("#queue-req: ")
+    return F.ends_whole(F.SGLANG_DECODE, text)
 
 
 class _Tag:
