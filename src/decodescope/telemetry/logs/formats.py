@@ -51,8 +51,8 @@ class Row:
     required: tuple[tuple[str, ...], ...] = ()  # each: one of these names must be there
     # complete line: last field (or kind) -> how its value ends (a unit, a separator)
     ends: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    # the most common print order: (name, value pattern); builds `fast`
-    common: tuple[tuple[str, str], ...] = ()
+    # the most common print order: (name, number pattern, unit after it); builds `fast`
+    common: tuple[tuple[str, str, str], ...] = ()
     samples: tuple[Sample, ...] = ()
     also: tuple[str, ...] = ()  # further keywords that mark the same kind of line
 
@@ -60,30 +60,25 @@ class Row:
     def keywords(self) -> tuple[str, ...]:
         return (self.keyword, *self.also)
 
-    @property
-    def fast(self) -> re.Pattern[str] | None:
-        return _fast(self)
+    fast: re.Pattern[str] | None = field(init=False, default=None, compare=False)
+    _names: tuple[str, ...] = field(init=False, default=(), compare=False)
 
-
-_FAST: dict[tuple[str, str], re.Pattern[str] | None] = {}
-
-
-def _fast(row: Row) -> re.Pattern[str] | None:
-    key = (row.engine, row.kind)
-    if key not in _FAST:
-        _FAST[key] = re.compile(
-            ", ".join(f"{re.escape(n)}: ({v})" for n, v in row.common) + r"\s*$"
-        ) if row.common else None
-    return _FAST[key]
+    def __post_init__(self) -> None:
+        if self.common:  # one anchored regex of the common order, from the row itself
+            object.__setattr__(self, "fast", re.compile(", ".join(
+                f"{re.escape(n)}: ({v}){re.escape(u)}" for n, v, u in self.common) + r"\s*$"))
+            object.__setattr__(self, "_names", tuple(n for n, _, _ in self.common))
 
 
 def fields(row: Row, message: str) -> Fields:
-    """Printed name -> raw value of a field-map row's message (the text after its keyword)."""
+    """Printed name -> raw value of a field-map row's message (the text after its keyword).
+    A line in the row's common order gives its numbers without their units (the same
+    numbers `Fields.num` reads from the whole value)."""
     fast = row.fast
     if fast is not None:
         m = fast.match(message)
         if m is not None:
-            return Fields(zip((n for n, _ in row.common), m.groups(), strict=True))
+            return Fields(zip(row._names, m.groups(), strict=True))
     return split_fields(message)
 
 
@@ -123,10 +118,10 @@ VLLM_STATS = Row(
     ends={"Prefix cache hit rate": ("%",), "CPU KV cache usage": ("%.",),
           "External prefix cache hit rate": ("%",), "MM cache hit rate": ("%",),
           "Corrupted": (" reqs",)},
-    common=(("Avg prompt throughput", f"{NUM} tokens/s"),
-            ("Avg generation throughput", f"{NUM} tokens/s"),
-            ("Running", r"\d+ reqs"), ("Waiting", r"\d+ reqs"),
-            ("GPU KV cache usage", f"{NUM}%"), ("Prefix cache hit rate", f"{NUM}%")),
+    common=(("Avg prompt throughput", NUM, " tokens/s"),
+            ("Avg generation throughput", NUM, " tokens/s"),
+            ("Running", r"\d+", " reqs"), ("Waiting", r"\d+", " reqs"),
+            ("GPU KV cache usage", NUM, "%"), ("Prefix cache hit rate", NUM, "%")),
     samples=(
         Sample("(APIServer pid=5020) INFO 05-19 10:30:43 [loggers.py:271] Engine 000: Avg "
                "prompt throughput: 3279.0 tokens/s, Avg generation throughput: 1004.4 "
@@ -166,10 +161,10 @@ _SPEC_ENDS = {"Avg Draft acceptance rate": ("%",), "Number of emitted tokens": (
 VLLM_SPEC = Row(
     "vllm", "spec", "SpecDecoding metrics: ", "VSpec",
     field_map=_SPEC_FIELDS, required=_SPEC_REQUIRED, ends=_SPEC_ENDS,
-    common=(("Mean acceptance length", NUM), ("Accepted throughput", f"{NUM} tokens/s"),
-            ("Drafted throughput", f"{NUM} tokens/s"), ("Accepted", r"\d+ tokens"),
-            ("Drafted", r"\d+ tokens"), ("Per-position acceptance rate", NUMS),
-            ("Avg Draft acceptance rate", f"{NUM}%")),
+    common=(("Mean acceptance length", NUM, ""), ("Accepted throughput", NUM, " tokens/s"),
+            ("Drafted throughput", NUM, " tokens/s"), ("Accepted", r"\d+", " tokens"),
+            ("Drafted", r"\d+", " tokens"), ("Per-position acceptance rate", NUMS, ""),
+            ("Avg Draft acceptance rate", NUM, "%")),
     samples=(
         Sample("(APIServer pid=5020) INFO 05-19 10:30:33 [metrics.py:101] SpecDecoding "
                "metrics: Mean acceptance length: 2.53, Accepted throughput: 553.18 tokens/s, "
