@@ -82,6 +82,25 @@ def fields(row: Row, message: str) -> Fields:
     return split_fields(message)
 
 
+def groups(row: Row, text: str) -> dict[str, str] | None:
+    """The named groups of a regex row's patterns found in `text` (a pattern whose one group
+    is `v` gives its value under the pattern's name); None when a required pattern is not
+    found. The one parser of regex rows."""
+    out: dict[str, str] = {}
+    found: set[str] = set()
+    for name, rx in row.patterns.items():
+        m = rx.search(text)
+        if m is None:
+            continue
+        found.add(name)
+        for k, v in m.groupdict().items():
+            if v is not None:
+                out[name if k == "v" else k] = v
+    if not all(any(n in found for n in names) for names in row.required):
+        return None
+    return out
+
+
 def has_required(row: Row, f: Mapping[str, Any]) -> bool:
     return all(any(n in f for n in names) for names in row.required)
 

@@ -45,14 +45,8 @@ LEAN_KEYWORDS = KEYWORDS
 
 _SLOT = re.compile(r"\bid\s+(\d+)\s*\|\s*task\s+(\d+)")
 _TIME = F.LLAMACPP_TIMING.patterns["time"]
-_DRAFT = F.LLAMACPP_DRAFT.patterns["draft"]
-_MAL = F.LLAMACPP_DRAFT.patterns["mal"]
-_PER_POS = F.LLAMACPP_DRAFT.patterns["per_pos"]
 _MEAN_LEN_END = re.compile(r"mean len =\s*\d+\.\d\d$")
-_STAT_NAME = F.LLAMACPP_STATISTICS.patterns["impl"]
-_STAT = {k: F.LLAMACPP_STATISTICS.patterns[k]
-         for k in ("#gen drafts", "#acc drafts", "#gen tokens", "#acc tokens")}
-_STAT_MAL = F.LLAMACPP_STATISTICS.patterns["mal"]
+_STAT_NAMES = ("#gen drafts", "#gen tokens", "#acc tokens")
 # The timing lines as `print_timing` writes them (3 of a request's ~6 lines), read in one
 # match: the elapsed stamp, the slot and the timing row's own pattern (nothing before the slot
 # or the time can hold another); any other shape takes the general path.
@@ -110,23 +104,19 @@ def parse(text: str, clock: Clock, counts: ParseCounts) -> Record | Unparsed | N
     if "stop processing" in text:
         return LRelease(slot, te)
     if "draft acceptance" in text:
-        d = _DRAFT.search(text)
-        if d is None:
+        g = F.groups(F.LLAMACPP_DRAFT, text)
+        if g is None:
             return Unparsed("llamacpp.draft")
-        mal = _MAL.search(text)
-        pp = _PER_POS.search(text)
-        per_pos = _floats(pp.group("per_pos")) if pp else None
-        return LDraft(slot, int(d.group("accepted")), int(d.group("generated")),
-                      float(mal.group("mal")) if mal else None, per_pos or None, te)
+        per_pos = _floats(g["per_pos"]) if "per_pos" in g else None
+        return LDraft(slot, int(g["accepted"]), int(g["generated"]),
+                      float(g["mal"]) if "mal" in g else None, per_pos or None, te)
     if "#gen drafts" in text:
-        name = _STAT_NAME.search(text)
-        vals = {k: rx.search(text) for k, rx in _STAT.items()}
-        if name is None or any(v is None for v in vals.values()):
+        g = F.groups(F.LLAMACPP_STATISTICS, text)
+        if g is None:
             return Unparsed("llamacpp.statistics")
-        n = {k: int(float(v.group("v"))) for k, v in vals.items() if v is not None}
-        smal = _STAT_MAL.search(text)
-        return LStats(name.group("impl"), n["#gen drafts"], n["#gen tokens"], n["#acc tokens"],
-                      te, float(smal.group("mal")) if smal else None)
+        n = {k: int(float(g[k])) for k in _STAT_NAMES}
+        return LStats(g["impl"], n["#gen drafts"], n["#gen tokens"], n["#acc tokens"], te,
+                      float(g["mal"]) if "mal" in g else None)
     t = _TIME.search(text)
     if t is None:
         return Unparsed("llamacpp.timing")

@@ -59,12 +59,12 @@ def parse(text: str, clock: Clock, counts: ParseCounts) -> SDecode | SConfig | U
     i = text.find(DECODE_KEY)
     if i < 0:
         if CONFIG_KEY in text:
-            m = F.SGLANG_CONFIG.patterns["steps"].search(text)
-            if m is None:
+            g = F.groups(F.SGLANG_CONFIG, text)
+            if g is None:
                 return None
-            sp = F.SGLANG_CONFIG.patterns["spec"].search(text)
-            return SConfig(int(m.group("steps")),
-                           None if sp is None else sp.group("spec").lower() not in ("none", "null"))
+            spec = g.get("spec")
+            return SConfig(int(g["steps"]),
+                           None if spec is None else spec.lower() not in ("none", "null"))
         return None
     head = text[:i]
     m = _AFTER.match(text, i)
