@@ -351,7 +351,9 @@ def matrix(engines: list[str], sizes: list[float], workdir: Path, src: str | Non
     env = dict(os.environ)
     if src:
         env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
-    print(f"decodescope from {src or 'the installed package'}; {os.cpu_count()} CPUs, load "
+    where = src or (f"PYTHONPATH {os.environ['PYTHONPATH']}" if os.environ.get("PYTHONPATH")
+                    else "the installed package")
+    print(f"decodescope from {where}; {os.cpu_count()} CPUs, load "
           f"average {os.getloadavg()[0]:.1f}; warm page cache; one fresh process per row")
     print(f"| {'log':<18}| {'read':<14}| {'wall s':>7} | {'cpu s':>7} | {'RSS MB':>7} |"
           f" {'cpu s/GiB':>9} | {'target':<28}| windows")
