@@ -137,3 +137,25 @@ def test_llamacpp_log_without_drafts_is_off():
     ws = _windows(str(DATA / "llamacpp-embedded" / "spec_off_code.log"), "llamacpp")
     assert ws and all("spec_off" in w.flags for w in ws)
     assert all(window_step_rate(w) is not None for w in ws)
+
+
+def test_follow_mode_holds_no_window_for_later_evidence():
+    """--follow prints windows as they come: with nothing said yet, a line without any draft
+    field goes out at once (off, as far as the log has said); a whole read waits for the
+    evidence after it."""
+    from decodescope.telemetry.logs.clock import Clock
+    from decodescope.telemetry.logs.parse_counts import ParseCounts
+    from decodescope.telemetry.logs.pipeline import LineReader
+
+    bare = [x.split(" accept len")[0] + " cuda graph: True, gen throughput (token/s): "
+            + x.split("gen throughput (token/s): ")[1] for x in DECODE[:2]]
+    lines = [*bare, DECODE[2]]
+    for live, held in ((True, False), (False, True)):
+        lr = LineReader("sglang", Clock(2025), ParseCounts(), live=live)
+        out = [w for x in lines[:2] for w in lr.feed(x.encode())]
+        assert (not out) is held
+        if live:
+            assert "spec_off" in out[0].flags
+        else:
+            out += lr.feed(lines[2].encode()) + lr.flush()
+            assert "draft_stats_missing" in out[0].flags

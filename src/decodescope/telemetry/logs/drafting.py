@@ -12,8 +12,8 @@ is off.
 
 Windows are released in line order. While nothing has said either way, a window without draft
 statistics waits (with every window after it, at most MAX_UNDECIDED) for evidence that comes
-later in the log; at the end of the read (or past the bound, or at an idle flush in follow
-mode) the windows still waiting are read as off, as before: a log with no sign of drafting
+later in the log (not in follow mode: there windows go out as they come); at the end of the
+read (or past the bound) the windows still waiting are read as off, as before: a log with no sign of drafting
 anywhere is a server that does not draft.
 """
 
@@ -38,6 +38,7 @@ class Drafting:
         self.config: bool | None = None  # the launch config says on (True) / off (False)
         self.seen_on = False  # draft statistics (or a cut draft field) seen somewhere
         self.missing = 0  # windows released as draft_stats_missing
+        self.max_held = MAX_UNDECIDED  # 0 in follow mode: nothing waits for later lines
         self._held: deque[EngineWindow] = deque()
 
     def note_config(self, on: bool | None) -> None:
@@ -65,7 +66,7 @@ class Drafting:
         while held:
             w = held[0]
             if UNDECIDED in w.flags:
-                if state is None and len(held) <= MAX_UNDECIDED:
+                if state is None and len(held) <= self.max_held:
                     break
                 w = self._decide(w, bool(state))
             out.append(w)

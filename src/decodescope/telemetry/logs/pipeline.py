@@ -126,13 +126,17 @@ def _t_index(kind: type) -> int:
 class LineReader:
     """Turns candidate lines into windows; owns the engine choice, clock and counters."""
 
-    def __init__(self, engine: str | None, clock: Clock, counts: ParseCounts) -> None:
+    def __init__(self, engine: str | None, clock: Clock, counts: ParseCounts,
+                 live: bool = False) -> None:
         if engine is not None and engine not in _ENGINES:
             raise UsageError(f"unknown engine {engine!r}",
                              remedy=f"Use one of: {', '.join(ENGINE_NAMES)}, auto")
         self.clock, self.counts = clock, counts
+        # live (--follow): windows go out as they come; none waits for later evidence of
+        # drafting (drafting.py), which a growing log may never print
+        self.live = live
         self.engine: _Engine | None = _ENGINES[engine] if engine else None
-        self._asm: _Assembler | None = self.engine.assembler(counts) if self.engine else None
+        self._asm: _Assembler | None = self._new_assembler(self.engine) if self.engine else None
         self._recent: deque[tuple[float, Any]] = deque(maxlen=DUP_RECENT)
         # Auto mode reads every engine of a mixed log; with --engine the others are counted.
         self.read_others = engine is None
@@ -145,6 +149,13 @@ class LineReader:
         self.tail = [False]
         self.growing = False
         self._prev: Any = None  # the record before (llama.cpp copies: no clock to compare)
+
+    def _new_assembler(self, e: _Engine) -> _Assembler:
+        asm = e.assembler(self.counts)
+        drafting = getattr(asm, "drafting", None)
+        if self.live and drafting is not None:
+            drafting.max_held = 0
+        return asm
 
     @property
     def assembler(self) -> Any:
@@ -267,7 +278,7 @@ class LineReader:
                 continue
             asm = self.others.get(name)
             if asm is None and self.read_others:
-                asm = self.others[name] = e.assembler(self.counts)
+                asm = self.others[name] = self._new_assembler(e)
             return rec, name, asm
         return None, "", None
 
@@ -281,7 +292,7 @@ class LineReader:
                 if isinstance(rec, Unparsed):
                     first_unparsed = first_unparsed or rec
                     continue
-                self.engine, self._asm = e, e.assembler(self.counts)
+                self.engine, self._asm = e, self._new_assembler(e)
                 return rec
         return first_unparsed
 
@@ -350,7 +361,8 @@ def iter_windows(path: str, *, engine: str | None = None, year: int | None = Non
         mtime = os.stat(path).st_mtime
     except FileNotFoundError:  # follow mode waits for the file
         mtime = None
-    lr = LineReader(None if engine in (None, "auto") else engine, Clock(year, mtime), counts)
+    lr = LineReader(None if engine in (None, "auto") else engine, Clock(year, mtime), counts,
+                    live=follow)
     if reader_out is not None:
         reader_out.append(lr)
     if not follow:
