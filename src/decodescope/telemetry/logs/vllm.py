@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from decodescope.telemetry.logs import formats as F
 from decodescope.telemetry.logs.clock import Clock
-from decodescope.telemetry.logs.fields import Fields
+from decodescope.telemetry.logs.fields import Fields, number
 from decodescope.telemetry.logs.parse_counts import ParseCounts, Unparsed
 
 ENGINE = "vllm"
@@ -185,12 +185,15 @@ def _spec(text: str, i: int, row: F.Row, clock: Clock, counts: ParseCounts) -> V
 def _printed(f: Fields, known: Mapping[str, str], counts: ParseCounts,
              skip: tuple[str, ...] = ()) -> dict[str, float]:
     out: dict[str, float] = {}
-    for name in f:
+    for name, raw in f.items():
         key = known.get(name)
         if key is None:
             counts.unknown_fields[name] += 1
         elif key not in skip:
-            v = f.num(name)
-            if v is not None:
-                out[key] = v
+            try:  # fields.fast_number, inline: a plain number (most fields) at once
+                out[key] = float(raw)
+            except ValueError:
+                v = number(raw)
+                if v is not None:
+                    out[key] = v
     return out
