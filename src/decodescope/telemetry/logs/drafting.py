@@ -37,7 +37,6 @@ class Drafting:
     def __init__(self) -> None:
         self.config: bool | None = None  # the launch config says on (True) / off (False)
         self.seen_on = False  # draft statistics (or a cut draft field) seen somewhere
-        self.missing = 0  # windows released as draft_stats_missing
         self.max_held = MAX_UNDECIDED  # 0 in follow mode: nothing waits for later lines
         self._held: deque[EngineWindow] = deque()
 
@@ -87,7 +86,6 @@ class Drafting:
         if not on:
             return replace(w, flags=tuple(SPEC_OFF if f == UNDECIDED else f for f in w.flags
                                           if f != SPAN_NEEDS_MAL))
-        self.missing += 1
         t0 = None if SPAN_NEEDS_MAL in w.flags else w.t_start_s
         return replace(w, t_start_s=t0, flags=tuple(MISSING if f == UNDECIDED else f
                                                     for f in w.flags if f != SPAN_NEEDS_MAL))

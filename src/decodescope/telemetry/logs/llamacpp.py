@@ -270,8 +270,6 @@ class LlamacppAssembler:
         if d is None:  # no draft line: off, or unknown where other lines say it drafts
             state = self.drafting.state()
             flags.append("spec_off" if state is False else MISSING if state else UNDECIDED)
-            if state:
-                self.drafting.missing += 1
         else:
             accepted, draft_tokens = d.accepted, d.generated
             if d.generated:

@@ -173,8 +173,6 @@ class SglangAssembler:
         if r.accept_len is None:  # drafting off, or its statistics missing (drafting.py)
             state = self.drafting.state()
             flags.append("spec_off" if state is False else MISSING if state else UNDECIDED)
-            if state:
-                self.drafting.missing += 1
         if diluted:
             flags.append("may_include_idle")
         if r.gen_tput <= 0:
