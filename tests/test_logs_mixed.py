@@ -16,7 +16,6 @@ from decodescope.telemetry.logs import (
     Selection,
     analyze_log,
     iter_windows,
-    parallel,
     parse_time,
     seek,
 )
@@ -136,13 +135,11 @@ def test_a_restart_is_a_note_not_a_warning(tmp_path: Path):
     assert codes.get("logs.server_restarted") == "info" and "logs.servers_mixed" not in codes
 
 
-def test_parallel_and_seek_leave_a_mixed_log_to_the_sequential_read(logs, monkeypatch):
+def test_seek_leaves_a_mixed_log_to_the_sequential_read(logs, monkeypatch):
     monkeypatch.setattr(seek, "SEEK_MIN_BYTES", 1)
     monkeypatch.setattr(seek, "HEAD_BYTES", 2 << 10)
-    assert parallel.parallel_windows(logs["mixed"], engine=None, year=2026,
-                                     counts=ParseCounts(), workers=2) is None
     want = list(iter_windows(logs["mixed"], year=2026, parallel=False))
-    assert list(iter_windows(logs["mixed"], year=2026, parallel=True)) == want
+    assert list(iter_windows(logs["mixed"], year=2026)) == want
     sel = Selection(since=parse_time("10:03"), until=parse_time("10:06"))
     assert seek.seek_windows(logs["mixed"], sel, engine=None, year=2026,
                              counts=ParseCounts()) is None
@@ -182,20 +179,3 @@ def test_small_disorder_is_not_a_jump(tmp_path: Path):
     counts = ParseCounts()
     list(iter_windows(write(tmp_path / "d.log", lines), year=2026, counts=counts))
     assert counts.backwards == 0
-
-
-@pytest.mark.parametrize("workers", [2, 3])
-def test_parallel_read_counts_jumps_like_the_sequential_read(tmp_path: Path, monkeypatch, workers):
-    from decodescope.telemetry.logs import reader
-
-    monkeypatch.setattr(parallel, "WARMUP_BYTES", 4 << 10)
-    monkeypatch.setattr(reader, "READ_BYTES", 4 << 10)
-    lines = []
-    for i in range(600):
-        lines += [access_line(40000 + i % 900), *vllm_lines(i, offset=-900.0 if i >= 300 else 0)]
-    path = write(tmp_path / "p.log", lines)
-    c1, c2 = ParseCounts(), ParseCounts()
-    want = list(iter_windows(path, year=2026, counts=c1, parallel=False))
-    it = parallel.parallel_windows(path, engine=None, year=2026, counts=c2, workers=workers)
-    assert it is not None and list(it) == want
-    assert c1.backwards == 1 and c2.to_dict() == c1.to_dict()

@@ -126,13 +126,17 @@ def _t_index(kind: type) -> int:
 class LineReader:
     """Turns candidate lines into windows; owns the engine choice, clock and counters."""
 
-    def __init__(self, engine: str | None, clock: Clock, counts: ParseCounts) -> None:
+    def __init__(self, engine: str | None, clock: Clock, counts: ParseCounts,
+                 live: bool = False) -> None:
         if engine is not None and engine not in _ENGINES:
             raise UsageError(f"unknown engine {engine!r}",
                              remedy=f"Use one of: {', '.join(ENGINE_NAMES)}, auto")
         self.clock, self.counts = clock, counts
+        # live (--follow): windows go out as they come; none waits for later evidence of
+        # drafting (drafting.py), which a growing log may never print
+        self.live = live
         self.engine: _Engine | None = _ENGINES[engine] if engine else None
-        self._asm: _Assembler | None = self.engine.assembler(counts) if self.engine else None
+        self._asm: _Assembler | None = self._new_assembler(self.engine) if self.engine else None
         self._recent: deque[tuple[float, Any]] = deque(maxlen=DUP_RECENT)
         # Auto mode reads every engine of a mixed log; with --engine the others are counted.
         self.read_others = engine is None
@@ -145,6 +149,13 @@ class LineReader:
         self.tail = [False]
         self.growing = False
         self._prev: Any = None  # the record before (llama.cpp copies: no clock to compare)
+
+    def _new_assembler(self, e: _Engine) -> _Assembler:
+        asm = e.assembler(self.counts)
+        drafting = getattr(asm, "drafting", None)
+        if self.live and drafting is not None:
+            drafting.max_held = 0
+        return asm
 
     @property
     def assembler(self) -> Any:
@@ -267,7 +278,7 @@ class LineReader:
                 continue
             asm = self.others.get(name)
             if asm is None and self.read_others:
-                asm = self.others[name] = e.assembler(self.counts)
+                asm = self.others[name] = self._new_assembler(e)
             return rec, name, asm
         return None, "", None
 
@@ -281,7 +292,7 @@ class LineReader:
                 if isinstance(rec, Unparsed):
                     first_unparsed = first_unparsed or rec
                     continue
-                self.engine, self._asm = e, e.assembler(self.counts)
+                self.engine, self._asm = e, self._new_assembler(e)
                 return rec
         return first_unparsed
 
@@ -331,9 +342,9 @@ def iter_windows(path: str, *, engine: str | None = None, year: int | None = Non
 
     Big files (not in follow mode): with an active `selection` (--since/--until, resolved
     here) the read seeks to its window and yields the windows around it, which the caller
-    filters (seek.py); otherwise, with parallel=True, the file is read on every core
-    (parallel.py; memory then grows with the windows); by default sequentially, in bounded
-    memory. Both give the windows of a sequential read, or fall back to one.
+    filters (seek.py; it gives the windows of a sequential read, or falls back to one);
+    otherwise sequentially, in bounded memory. `parallel` is accepted for old callers and
+    ignored (the parallel read was removed).
     """
     counts = counts if counts is not None else ParseCounts()
     if follow:
@@ -341,16 +352,17 @@ def iter_windows(path: str, *, engine: str | None = None, year: int | None = Non
     else:
         check_log_path(path)
         counts.compressed = compression(path)
-        if counts.compressed is None:  # byte offsets of a compressed file mean nothing
-            yielded = yield from _big_file(path, engine, year, counts, reader_out, selection,
-                                           parallel)
+        # byte offsets of a compressed file mean nothing
+        if counts.compressed is None and selection is not None and selection.active:
+            yielded = yield from _seek(path, engine, year, counts, reader_out, selection)
             if yielded:
                 return
     try:
         mtime = os.stat(path).st_mtime
     except FileNotFoundError:  # follow mode waits for the file
         mtime = None
-    lr = LineReader(None if engine in (None, "auto") else engine, Clock(year, mtime), counts)
+    lr = LineReader(None if engine in (None, "auto") else engine, Clock(year, mtime), counts,
+                    live=follow)
     if reader_out is not None:
         reader_out.append(lr)
     if not follow:
@@ -381,32 +393,19 @@ def iter_windows(path: str, *, engine: str | None = None, year: int | None = Non
     yield from lr.flush()
 
 
-def _big_file(path: str, engine: str | None, year: int | None, counts: ParseCounts,
-              reader_out: list[LineReader] | None, selection: Selection | None,
-              parallel: bool | None) -> Generator[EngineWindow, None, bool]:
-    """Seek or parallel read of a big file; returns False when the caller reads it whole."""
+def _seek(path: str, engine: str | None, year: int | None, counts: ParseCounts,
+          reader_out: list[LineReader] | None,
+          selection: Selection) -> Generator[EngineWindow, None, bool]:
+    """Seek to the selected time window of a big file; returns False when the caller reads
+    it whole."""
+    from decodescope.telemetry.logs.seek import seek_windows
+
     eng = None if engine in (None, "auto") else engine
-    if selection is not None and selection.active:
-        from decodescope.telemetry.logs.seek import seek_windows
-
-        seeked = seek_windows(path, selection, engine=eng, year=year, counts=counts,
-                              reader_out=reader_out)
-        if seeked is not None:
-            yield from seeked
-            return True
-    # Only when asked (parallel=True): the workers hand back their windows whole, so memory
-    # grows with the log (1 GB peak for a 1 GiB log, issue 22), and on a busy machine it was
-    # slower than the sequential read; the sequential read keeps memory bounded.
-    if not parallel:
+    seeked = seek_windows(path, selection, engine=eng, year=year, counts=counts,
+                          reader_out=reader_out)
+    if seeked is None:
         return False
-    # imported here: it loads multiprocessing (~0.1 s), which a sequential read never needs
-    from decodescope.telemetry.logs import parallel as par
-
-    windows = par.parallel_windows(path, engine=eng, year=year, counts=counts,
-                                   reader_out=reader_out)
-    if windows is None:
-        return False
-    yield from windows
+    yield from seeked
     return True
 
 
