@@ -144,8 +144,8 @@ def test_follow_mode_holds_no_window_for_later_evidence():
     field goes out at once (off, as far as the log has said); a whole read waits for the
     evidence after it."""
     from decodescope.telemetry.logs.clock import Clock
+    from decodescope.telemetry.logs.lines import LineReader
     from decodescope.telemetry.logs.parse_counts import ParseCounts
-    from decodescope.telemetry.logs.pipeline import LineReader
 
     bare = [x.split(" accept len")[0] + " cuda graph: True, gen throughput (token/s): "
             + x.split("gen throughput (token/s): ")[1] for x in DECODE[:2]]

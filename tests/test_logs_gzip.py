@@ -57,7 +57,7 @@ def _gz(plain: Path, name: str) -> Path:
 @pytest.mark.parametrize("name", ["engine.log.gz", "engine.log.1.gz", "no-suffix"])
 def test_gzip_log_reads_like_the_plain_one(plain: Path, name: str):
     gz = _gz(plain, name)  # told by its first bytes, not its name
-    want = analyze_log(str(plain), year=2026, parallel=False)
+    want = analyze_log(str(plain), year=2026)
     got = analyze_log(str(gz), year=2026)
     assert got.windows == want.windows and got.windows_total == 120
     assert got.lines["bytes_read"] == plain.stat().st_size
@@ -89,7 +89,7 @@ def test_seek_path_leaves_a_compressed_log_to_the_sequential_read(
         plain: Path, monkeypatch):
     gz = _gz(plain, "engine.log.gz")
     monkeypatch.setattr(seek, "SEEK_MIN_BYTES", 1)
-    want = list(iter_windows(str(plain), year=2026, parallel=False))
+    want = list(iter_windows(str(plain), year=2026))
     assert list(iter_windows(str(gz), year=2026)) == want
     sel = Selection(since=parse_time("10:05"), until=parse_time("10:15"))
     got = list(sel.apply(iter_windows(str(gz), year=2026, selection=sel)))

@@ -56,7 +56,7 @@ def logs(tmp_path: Path) -> dict[str, str]:
 
 
 def test_vllm_and_sglang_interleaved_are_both_read(logs):
-    got = list(iter_windows(logs["mixed"], year=2026, parallel=False))
+    got = list(iter_windows(logs["mixed"], year=2026))
     v = list(iter_windows(logs["vllm"], year=2026))
     s = list(iter_windows(logs["sglang"], year=2026))
     assert [w for w in got if w.engine == "vllm"] == v
@@ -138,7 +138,7 @@ def test_a_restart_is_a_note_not_a_warning(tmp_path: Path):
 def test_seek_leaves_a_mixed_log_to_the_sequential_read(logs, monkeypatch):
     monkeypatch.setattr(seek, "SEEK_MIN_BYTES", 1)
     monkeypatch.setattr(seek, "HEAD_BYTES", 2 << 10)
-    want = list(iter_windows(logs["mixed"], year=2026, parallel=False))
+    want = list(iter_windows(logs["mixed"], year=2026))
     assert list(iter_windows(logs["mixed"], year=2026)) == want
     sel = Selection(since=parse_time("10:03"), until=parse_time("10:06"))
     assert seek.seek_windows(logs["mixed"], sel, engine=None, year=2026,
@@ -160,7 +160,7 @@ def backwards_log(tmp_path: Path, jump_s: float = 3600.0) -> tuple[str, int]:
 def test_a_jump_back_is_counted_located_and_said(tmp_path: Path, capsys):
     path, offset = backwards_log(tmp_path)
     counts = ParseCounts()
-    windows = list(iter_windows(path, year=2026, counts=counts, parallel=False))
+    windows = list(iter_windows(path, year=2026, counts=counts))
     assert len(windows) == 30  # nothing dropped, nothing reordered: line order
     assert [w.t_end_s for w in windows][19:21] == [T0 + 200, T0 + 210 - 3600]
     assert counts.backwards == 1 and counts.backwards_max_s == 3600 - 10

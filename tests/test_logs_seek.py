@@ -75,7 +75,7 @@ def sequential(path: str, since: str | None, until: str | None, year: int | None
     old = seek.SEEK_MIN_BYTES
     seek.SEEK_MIN_BYTES = 1 << 60
     try:
-        return list(sel.apply(iter_windows(path, year=year, parallel=False, selection=sel)))
+        return list(sel.apply(iter_windows(path, year=year, selection=sel)))
     finally:
         seek.SEEK_MIN_BYTES = old
 

@@ -14,12 +14,14 @@ from __future__ import annotations
 import math
 from array import array
 
-from decodescope.records.summary import Summary
+from decodescope.records.summary import Summary, percentile
 
 EXACT_MAX = 1 << 17  # values kept exactly (1 MiB): every test log and a day of 10 s windows
 GAMMA = 1.001  # bucket width: a value is represented within 0.05 % of itself
 REL_ERROR = GAMMA - 1  # median and percentiles (half of it), MAD (med's error plus its own)
 _LOG_G = math.log(GAMMA)
+
+FAST_SUMMARY_MIN_N = 5000  # above this, summary_of skips Summary.of's exact-fraction stdev
 
 
 class Figure:
@@ -82,8 +84,6 @@ class Figure:
 
     def summary(self) -> Summary | None:
         if self._xs is not None:
-            from decodescope.telemetry.logs.accumulate import summary_of
-
             return summary_of(self._xs)
         vals = self._values()
         med = _quantile(vals, self.n, 50.0)
@@ -123,3 +123,33 @@ def _quantile(vals: list[tuple[float, int]], n: int, q: float) -> float:
             break
     assert a is not None and b is not None
     return a + (b - a) * (pos - lo)
+
+
+def summary_of(values: array[float]) -> Summary | None:
+    """Summary.of, with a faster exact-enough path for many values.
+
+    Summary.of computes stdev with exact fractions (statistics.stdev): about 1.4 us per value,
+    seconds for a big log. Past FAST_SUMMARY_MIN_N values the same fields are computed with
+    one sort and math.fsum (agrees to ~1e-12 relative; tests/test_logs_summary.py checks).
+    """
+    if len(values) <= FAST_SUMMARY_MIN_N:
+        return Summary.of(values)
+    xs = sorted(v for v in values if v == v)
+    n = len(xs)
+    if n < 2:
+        return Summary.of(xs)
+    med = _median_sorted(xs)
+    mean = math.fsum(xs) / n
+    ss = math.fsum((x - mean) ** 2 for x in xs)
+    return Summary(
+        n=n, mean=mean, stdev=math.sqrt(ss / (n - 1)), median=med,
+        mad=_median_sorted(sorted(abs(x - med) for x in xs)),
+        p5=percentile(xs, 5), p95=percentile(xs, 95), p99=percentile(xs, 99),
+        min=xs[0], max=xs[-1],
+    )
+
+
+def _median_sorted(xs: list[float]) -> float:
+    n = len(xs)
+    mid = n // 2
+    return xs[mid] if n % 2 else (xs[mid - 1] + xs[mid]) / 2

@@ -10,7 +10,7 @@ from decodescope.telemetry.logs.parse_counts import ParseCounts
 
 if TYPE_CHECKING:
     from decodescope.telemetry.logs.log_summary import LogSummary
-    from decodescope.telemetry.logs.pipeline import Selection
+    from decodescope.telemetry.logs.selectors import Selection
 
 DAY_S = 86400.0
 

@@ -17,8 +17,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from decodescope.records.window import EngineWindow
+from decodescope.telemetry.logs.lines import LineReader
 from decodescope.telemetry.logs.parse_counts import ParseCounts
-from decodescope.telemetry.logs.pipeline import LineReader
 from decodescope.telemetry.logs.reader import read_lines
 from decodescope.telemetry.logs.vllm_windows import VllmAssembler
 
