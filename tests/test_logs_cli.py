@@ -137,7 +137,7 @@ def test_follow_cli_prints_windows_and_summary(seed_log: str, capsys, monkeypatc
         kw.update(stop=lambda: True, poll_s=0.0)
         return real(path, **kw)
 
-    monkeypatch.setattr("decodescope.cli.logs.iter_windows", once)
+    monkeypatch.setattr("decodescope.telemetry.logs.accumulate.iter_windows", once)
     assert main(["logs", seed_log, "--follow", "--year", "2026"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("09-15 23:30:00  Engine 000") and "MAL 2.80" in out[0]

@@ -34,7 +34,7 @@ def command(selector: str, control: str | None, caliber_name: str | None, since:
             until: str | None, fmt: str, output: str | None, fingerprints: str | None,
             store_path: str | None) -> int:
     """The change points in the decode rate of SELECTOR's stored runs (a label key=value such
-    as check=gpu-a or host=NAME, or an endpoint URL; KEY=* for every value of a label, with a
+    as check=gpu-a or host=NAME, or an endpoint URL; LABEL=* for every value of a label, with a
     note when most of them moved at once) or of a Prometheus range
     (prom+http://HOST:9090/?job=vllm@A..B, one point per query step):
     when, the levels before and after, the component that carries each, the stack

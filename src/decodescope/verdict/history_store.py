@@ -46,7 +46,7 @@ class HistoryResult:
 
 @dataclass(frozen=True)
 class FleetResult:
-    """`KEY=*`: one history per value of a label, and what the fleet did at once."""
+    """`LABEL=*`: one history per value of a label, and what the fleet did at once."""
 
     selector: str
     series: dict[str, HistoryResult]
@@ -69,7 +69,7 @@ class FleetResult:
 def fleet(store: Any, selector: str, *, control: str | None = None, caliber: str | None = None,
           since: str | None = None, until: str | None = None,
           method: hi.Method = hi.DEFAULT_METHOD) -> FleetResult:
-    """`KEY=*`: the history of every value of label KEY (the control's own value left out),
+    """`LABEL=*`: the history of every value of label LABEL (the control's own value left out),
     and, without a control, whether at least half of at least FLEET_MIN series moved at once
     (verdict.history.fleet_note)."""
     from decodescope.store import runs as sr

@@ -6,8 +6,11 @@ caliber unknown unless shown or asserted)."""
 from __future__ import annotations
 
 import dataclasses
+import statistics
+from typing import Any
 
 from decodescope.errors import UsageError
+from decodescope.records.window import EngineWindow
 from decodescope.telemetry.prom_history import (
     PromClient,
     PromRead,
@@ -44,3 +47,38 @@ def load_prom_side(selector: str, *, engine: str | None = None, server: str | No
                                                   "SELECTOR` lists its windows)")
     name = f"{sel.describe()}@{sel.start or ''}..{sel.end or ''}"
     return side_from_prom(name, read)
+
+
+@dataclasses.dataclass(frozen=True)
+class PromSummary:
+    """`decodescope prom`: an engine's history read from Prometheus, summed up once — the
+    engine's decode rate over all requests (median and peak of the windows that generated),
+    the side's medians (per request, MAL, step rate, running), the series and queries."""
+
+    windows: list[EngineWindow]
+    side: dict[str, Any]
+    engine: str | None
+    step_s: float
+    series: list[str]
+    notes: list[str]
+    queries: int
+    start_s: float
+    end_s: float
+    decode_median: float | None  # tok/s of all requests, over the windows that generated
+    decode_peak: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"engine": self.engine, "step_s": self.step_s, "series": self.series,
+                "start_s": self.start_s, "end_s": self.end_s, "queries": self.queries,
+                "decode_median": self.decode_median, "decode_peak": self.decode_peak,
+                "median": self.side["median"], "spec_method": self.side["spec_method"],
+                "spec_k": self.side["spec_k"], "units": len(self.side["units"]),
+                "notes": self.notes, "windows": [w.to_dict() for w in self.windows]}
+
+
+def prom_summary(name: str, read: PromRead) -> PromSummary:
+    side = side_from_prom(name, read)
+    busy = [d for w in read.windows if (d := w.decode_rate) is not None and w.generation_tokens]
+    return PromSummary(read.windows, side.to_dict(), read.engine, read.step_s, read.series,
+                       [*side.notes], read.queries, read.start_s, read.end_s,
+                       statistics.median(busy) if busy else None, max(busy) if busy else None)

@@ -27,7 +27,7 @@ from decodescope.telemetry.logs.log_summary import EngineSeen, IdleGap, LogSumma
 from decodescope.telemetry.logs.notes import notes_for
 from decodescope.telemetry.logs.parse_counts import ParseCounts
 from decodescope.telemetry.logs.pipeline import iter_windows
-from decodescope.telemetry.logs.reader import check_log_path, head_bytes
+from decodescope.telemetry.logs.reader import check_followable, check_log_path, head_bytes
 from decodescope.telemetry.logs.selectors import Selection, parse_time
 from decodescope.telemetry.logs.steps import FULL_COVERAGE, step_info
 
@@ -313,26 +313,34 @@ def window_step_rate(w: EngineWindow) -> float | None:
 def analyze_log(path: str, since: str | float | datetime | None = None,
                 until: str | float | datetime | None = None, engine: str | None = None,
                 year: int | None = None, max_windows: int = MAX_WINDOWS_KEPT,
+                follow: bool = False,
                 on_window: Callable[[EngineWindow], None] | None = None) -> LogSummary:
     """Read an engine log (vLLM / SGLang / llama.cpp) and sum up its windows.
 
     since/until: `HH:MM`, `MM-DD HH:MM[:SS]`, ISO date-time, epoch seconds or a datetime;
     engine: "vllm" | "sglang" | "llamacpp" | "auto"/None; year: the year of the first
     year-less line (default: from the file's mtime); the read is sequential, in bounded
-    memory (a seek for --since/--until on a big file); on_window: called with each selected window as it comes (`logs
+    memory (a seek for --since/--until on a big file); follow: keep reading as the file grows
+    (rotation and truncation survived) until Ctrl-C, which ends the tail and gives the summary
+    so far; on_window: called with each selected window as it comes (`logs
     --json --max-windows 0` writes them out as it goes instead of keeping them). Raises UsageError for a missing file.
     """
-    check_log_path(path)
+    (check_followable if follow else check_log_path)(path)
     selection = Selection(since=parse_time(since) if since is not None else None,
                           until=parse_time(until) if until is not None else None)
     counts = ParseCounts()
     readers: list[Any] = []
     acc = LogAccumulator(max_windows)
-    for w in selection.apply(iter_windows(path, engine=engine, year=year, counts=counts,
-                                          reader_out=readers, selection=selection)):
-        acc.add(w)
-        if on_window is not None:
-            on_window(w)
+    windows = iter_windows(path, engine=engine, year=year, counts=counts, reader_out=readers,
+                           follow=follow, selection=None if follow else selection)
+    try:
+        for w in selection.apply(windows):
+            acc.add(w)
+            if on_window is not None:
+                on_window(w)
+    except KeyboardInterrupt:
+        if not follow:
+            raise
     found = readers[0].engine.name if readers and readers[0].engine else None
     acc.spec = spec_of(readers[0] if readers else None)
     return replace(acc.finish(path, found, counts, selection), simulated=is_simulated(path))
