@@ -16,6 +16,10 @@ out, so a restart on another port is the same stack):
   (one-way random effects, method of moments — the logic of bench/bench_run_noise.py);
 * its 95 % interval comes from the chi-square distribution of the variance of the run means
   (k − 1 degrees of freedom), less the same within-run part, floored at 0;
+* a trend is not spread: the runs of each server process (verdict/server_state.py: the stack
+  plus its process start; runs whose start is unknown form one series) are tested in time
+  order for a monotone trend (Mann–Kendall at TREND_ALPHA, two-sided), and the runs before
+  the trend's end — a warm-up after a start, or a slide — are left out, and said;
 * with fewer than MIN_SPREAD_RUNS runs the estimate is too thin: a conservative prior
   (PRIOR_RUN_SD) is used instead, and the text says so and why.
 
@@ -29,7 +33,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from decodescope.records.stored_run import StoredRun
@@ -55,6 +59,15 @@ class RunSpread:
     metric: str | None = None  # "engine decode rate" | "client decode rate"
     why: str | None = None  # why the prior (or how the override) was used
     stack: str | None = None  # the stack in words
+    left_out: int = 0  # runs left out as part of a trend (warm-up after a start, a slide)
+    trends: tuple[str, ...] = ()  # each trend found, in words
+
+    def trend_text(self) -> str:
+        """'' or '; 4 runs left out: warm-up … over after run 4 of 10'."""
+        if not self.left_out:
+            return ""
+        return (f"; {self.left_out} run{'s' if self.left_out != 1 else ''} of a trend left out "
+                f"(a trend is not spread): {'; '.join(self.trends)}")
 
     def text(self) -> str:
         """One line, e.g. 'run-to-run spread 3.8 % (95 % CI 2.5 … 7.7 %) from 8 runs on this
@@ -65,20 +78,20 @@ class RunSpread:
                   if self.lo is not None and self.hi is not None else "")
             where = f" on this stack ({self.stack})" if self.stack else " on this stack"
             return (f"run-to-run spread {p}{ci} from {self.runs} runs of this caliber{where}, "
-                    f"{self.metric}")
+                    f"{self.metric}{self.trend_text()}")
         if self.source == "override":
             return f"run-to-run spread {p} (--run-spread)"
         if self.source == "log":
             return (f"run-to-run spread {p} (declared default for engine windows — a log or "
                     "Prometheus range spans minutes of the machine's changing state, which its "
                     "units already sample)")
-        return f"run-to-run spread {p}: conservative prior — {self.why}"
+        return f"run-to-run spread {p}: conservative prior — {self.why}{self.trend_text()}"
 
     def to_dict(self) -> dict[str, Any]:
         return {"sd": self.sd, "source": self.source, "runs": self.runs, "df": self.df,
                 "ci": [self.lo, self.hi] if self.lo is not None else None,
                 "metric": self.metric, "why": self.why, "stack": self.stack,
-                "text": self.text()}
+                "left_out": self.left_out, "trends": list(self.trends), "text": self.text()}
 
 
 # -- stacks ------------------------------------------------------------------------------------
@@ -176,10 +189,47 @@ def usable(run: StoredRun) -> bool:
     return not (isinstance(c, dict) and c.get("flagged"))
 
 
+def without_trends(runs: Sequence[StoredRun]) -> tuple[list[StoredRun], int, tuple[str, ...]]:
+    """(the runs outside any trend, how many were left out, each trend in words): per server
+    process (server_state.instance_key; runs whose process start is unknown form one series),
+    in time order, the runs before a Mann–Kendall trend's end are left out."""
+    from decodescope.verdict import server_state as ss
+
+    groups: dict[Any, list[StoredRun]] = {}
+    for r in runs:
+        groups.setdefault(ss.instance_key(r), []).append(r)
+    keep: list[StoredRun] = []
+    dropped = 0
+    said: list[str] = []
+    for key, group in groups.items():
+        kept, tr = ss.instance_trend(group, alternative="two-sided")
+        if tr is None:
+            keep.extend(group)
+            continue
+        out = {r.id for r in kept[:tr.stretch]}
+        dropped += len(out)
+        keep.extend(r for r in group if r.id not in out)
+        ids = sorted(out)
+        who = (f"runs {ids[0]}–{ids[-1]}" if len(ids) > 2 else
+               "runs " + ", ".join(map(str, ids)))
+        start = " after a server start" if key is not None else ""
+        said.append(f"{tr.text()}{start} ({who})")
+    keep.sort(key=lambda r: r.id, reverse=True)
+    return keep, dropped, tuple(said)
+
+
 def estimate(runs: Sequence[StoredRun], *, confidence: float = th.CONFIDENCE,
              stack: str | None = None) -> RunSpread:
     """The between-run spread from these runs (one caliber, one stack), or the prior when
-    fewer than MIN_SPREAD_RUNS of them have ≥ 2 trials with a decode rate."""
+    fewer than MIN_SPREAD_RUNS of them have ≥ 2 trials with a decode rate; the runs of a trend
+    (`without_trends`) are left out first, and said."""
+    runs, left_out, trends = without_trends(runs)
+    return replace(_estimate(runs, confidence=confidence, stack=stack), left_out=left_out,
+                   trends=trends)
+
+
+def _estimate(runs: Sequence[StoredRun], *, confidence: float = th.CONFIDENCE,
+              stack: str | None = None) -> RunSpread:
     # Learned on the rate that decides: the engine's, whenever enough runs carry it — a run
     # that withheld its engine rate is left out, not a reason to switch every run to the
     # client's rate; the client's only when too few runs have the engine's.
