@@ -93,8 +93,8 @@ def command(url: str, caliber_name: str, runs: int, trials: int, wait_s: float,
         click.echo(json.dumps(doc, indent=2))
     else:
         click.echo(learned.text()[0].upper() + learned.text()[1:] + ".")
-        for spread_ in dict.fromkeys((learned, session_only)):
-            if spread_.left_out:
+        for spread_ in (learned, session_only):
+            if spread_.left_out and (spread_ is learned or spread_.trends != learned.trends):
                 click.echo(f"Trend detected: {'; '.join(spread_.trends)} — {spread_.left_out} "
                            f"run{'s' if spread_.left_out != 1 else ''} discarded from the "
                            "spread (a warm-up or a slide is the server's state, not spread).")

@@ -390,11 +390,90 @@ def decide_lines(verdict: Any, b: RunSpread, c: RunSpread) -> list[str]:
                 "`decodescope spread`)"
     out.append(f"What would decide it as separate runs: {'; '.join(parts)} — from {basis} "
                f"and the within-run sd {100 * sb:.1f} % / {100 * sc:.1f} %.")
-    from decodescope.verdict.ab import Design, pairs_needed
-
-    pairs = pairs_needed(math.sqrt(sb * sb + sc * sc), HINT_HALF_WIDTH, Design())
-    if pairs is not None:
-        out.append(f"Interleaved: about {pairs} A/B pairs for ±{HINT_HALF_WIDTH:.0%} "
-                   "(`decodescope ab URL_A URL_B --caliber C`; pairs share the machine's "
-                   "state, so the between-run term drops out, if drift is slow against a pair).")
+    pred = ab_prediction(sb, len(vb), sc, len(vc), verdict.min_effect)
+    if pred is not None:
+        out.append(pred.text())
     return out
+
+
+@dataclass(frozen=True)
+class PairPrediction:
+    """What `ab` would take on these stacks, predicted from the sides' trial-to-trial spread.
+
+    An A/B pair is one trial per side, back to back: the pair's trials share the machine's
+    state, so the between-run term mostly drops out and what stays is each side's spread of
+    one trial around its run's mean — the within-run sds (σ_pair² ≈ s_b² + s_c²; a drift faster
+    than a pair adds to it). The counts are ab's looks (Design.looks) at which the expected
+    interval — the look's own level, Student t — decides: the equivalence interval inside
+    ±minimum effect when nothing changed, the change interval clear of 0 for a ±5 % change.
+    The pair sd estimated from a few trials is uncertain (chi-square, df = n_b + n_c − 2): the
+    counts at its 95 % interval's ends are given with it; None: not within ab's maximum."""
+
+    sd: float
+    sd_lo: float
+    sd_hi: float
+    same: tuple[int | None, int | None, int | None]  # unchanged: at sd, sd_lo, sd_hi
+    change: tuple[int | None, int | None, int | None]  # a ±5 % change
+    min_effect: float
+    max_pairs: int
+
+    def text(self) -> str:
+        def one(x: int | None) -> str:
+            return str(x) if x is not None else f"not within {self.max_pairs}"
+
+        def span(t: tuple[int | None, int | None, int | None]) -> str:
+            return f"{one(t[0])} pairs ({one(t[1])} … {one(t[2])})"
+
+        head = (f"about {self.same[0]} A/B pairs" if self.same[0] is not None else
+                f"more than its {self.max_pairs}-pair maximum")
+        return (f"Interleaved: {head} to call it unchanged (`decodescope ab URL_A URL_B "
+                f"--caliber C`: equivalence interval inside ±{self.min_effect:.0%}, if nothing "
+                f"changed), and {span(self.change)} to find a ±{HINT_HALF_WIDTH:.0%} change — "
+                f"from the expected pair sd {100 * self.sd:.1f} % (95 % CI "
+                f"{100 * self.sd_lo:.1f} … {100 * self.sd_hi:.1f} %; counts at its ends in "
+                f"brackets: unchanged {span(self.same)}): the two sides' trial-to-trial sds, "
+                "since a pair's trials share the machine's state and the between-run term "
+                "drops out; a drift faster than a pair, or a stall, makes ab take more.")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pair_sd": self.sd, "pair_sd_ci": [self.sd_lo, self.sd_hi],
+                "pairs_unchanged": list(self.same), "pairs_change": list(self.change),
+                "text": self.text()}
+
+
+def ab_look_deciding(pair_sd: float, target: float, design: Any, which: int) -> int | None:
+    """The first of ab's looks at which an interval of the mean pair log ratio (`which`: 0 the
+    change interval, 1 the equivalence interval, at the look's level) is narrower than
+    `target` (log scale) at this pair sd; None: not within design.max_pairs."""
+    from decodescope.verdict.ab import t_crit
+
+    for n in design.looks():
+        if n < 2:
+            continue
+        if t_crit(design.levels_at(n)[which], n - 1) * pair_sd / math.sqrt(n) <= target:
+            return n
+    return None
+
+
+def ab_prediction(sb: float, nb: int, sc: float, nc: int,
+                  min_effect: float = th.MIN_EFFECT,
+                  confidence: float = th.CONFIDENCE) -> PairPrediction | None:
+    """PairPrediction from the sides' within-run sds of the log rate (sb over nb trials, sc
+    over nc); None without 2 trials a side or with a minimum effect ab cannot test."""
+    from scipy.stats import chi2
+
+    from decodescope.verdict.ab import Design
+
+    df = nb + nc - 2
+    if nb < 2 or nc < 2 or df < 1 or not 0.0 < min_effect < 1.0:
+        return None
+    design = Design(min_effect=min_effect)
+    sd = math.sqrt(sb * sb + sc * sc)
+    a = 1.0 - confidence
+    lo = sd * math.sqrt(df / float(chi2.ppf(1.0 - a / 2.0, df)))
+    hi = sd * math.sqrt(df / float(chi2.ppf(a / 2.0, df)))
+    eq_target, ch_target = math.log1p(min_effect), math.log1p(HINT_HALF_WIDTH)
+    same = tuple(ab_look_deciding(x, eq_target, design, 1) for x in (sd, lo, hi))
+    change = tuple(ab_look_deciding(x, ch_target, design, 0) for x in (sd, lo, hi))
+    return PairPrediction(sd, lo, hi, same, change, min_effect,  # type: ignore[arg-type]
+                          design.max_pairs)
