@@ -76,20 +76,20 @@ def test_a_fresh_servers_first_run_against_a_late_run_is_not_a_stack_verdict(sto
         code, out = triage_json(store, cur, base, capsys)
         assert (code, out["verdict"], out["cause"]) == (3, "INCONCLUSIVE", "server warm-up")
         assert f"run {first}" in out["headline"] and "warming up" in out["headline"]
-        said = [n for n in out["notes"] if "server state" in n]
-        assert said and f"run {first}:" in said[0] and "fresh server" in said[0]
+        said = [n for n in out["notes"] if "Server state" in n]
+        assert said and f"Server state of run {first}:" in said[0] and "fresh server" in said[0]
         assert "warm-up (faster run by run)" in said[0]
         assert any("--warmup" in s for s in out["next_steps"])
     # two late runs of the same server: no warm-up said
     code, out = triage_json(store, ids[-1], ids[-2], capsys)
-    assert out["cause"] != "server warm-up" and not any("server state" in n for n in out["notes"])
+    assert out["cause"] != "server warm-up" and not any("Server state" in n for n in out["notes"])
 
 
 def test_the_same_runs_without_a_known_server_start_read_as_a_stack_change(store, capsys):
     ids = history(store, start=None)
     code, out = triage_json(store, ids[0], ids[-1], capsys)
     assert (code, out["verdict"]) == (1, "REGRESSION")  # nothing tells the server's state
-    assert not any("server state" in n for n in out["notes"])
+    assert not any("Server state" in n for n in out["notes"])
 
 
 def test_server_state_places_a_run_in_its_servers_warm_up(store):
@@ -119,7 +119,7 @@ def test_a_stationary_stack_says_no_warm_up(store, capsys):
     ids = [add(store, v, 900 + 60 * i) for i, v in enumerate(LATE)]
     code, out = triage_json(store, ids[-1], ids[0], capsys)
     assert out["verdict"] == "NO_CHANGE"
-    assert not any("server state" in n or "left out" in n for n in out["notes"])
+    assert not any("Server state" in n or "left out" in n for n in out["notes"])
 
 
 def test_spread_leaves_the_runs_of_a_trend_out_and_says_so(store):

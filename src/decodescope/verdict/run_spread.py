@@ -212,8 +212,8 @@ def without_trends(runs: Sequence[StoredRun]) -> tuple[list[StoredRun], int, tup
         ids = sorted(out)
         who = (f"runs {ids[0]}–{ids[-1]}" if len(ids) > 2 else
                "runs " + ", ".join(map(str, ids)))
-        start = " after a server start" if key is not None else ""
-        said.append(f"{tr.text()}{start} ({who})")
+        start = "after a server start, " if key is not None else ""
+        said.append(f"{start}{tr.text()} ({who})")
     keep.sort(key=lambda r: r.id, reverse=True)
     return keep, dropped, tuple(said)
 

@@ -98,6 +98,7 @@ class Trend:
     runs: int  # runs tested
     end: int | None  # index of the first run after the trend; None: not over at the last run
     rel: float  # the later runs' level against the first run's (relative)
+    sided: Alternative = "two-sided"  # the test's alternative
 
     @property
     def stretch(self) -> int:
@@ -109,8 +110,9 @@ class Trend:
             "a downward trend (slower run by run)"
         over = ("not over at the last run" if self.end is None else
                 f"over after run {self.end} of {self.runs}")
+        side = "" if self.sided == "two-sided" else ", one-sided"
         return (f"{what} over {self.runs} runs (Mann–Kendall tau {self.tau:+.2f}, "
-                f"p = {self.p:.3f}; later runs {100 * self.rel:+.1f} % against the first), "
+                f"p = {self.p:.3f}{side}; later runs {100 * self.rel:+.1f} % against the first), "
                 f"{over}")
 
     def to_dict(self) -> dict[str, Any]:
@@ -143,7 +145,7 @@ def trend(levels: Sequence[float], *, alternative: Alternative = "two-sided",
         break
     later = levels[end:] if end is not None else levels[-1:]
     rel = math.expm1(statistics.fmean(later) - levels[0])
-    return Trend("up" if up else "down", tau, p, n, end, rel)
+    return Trend("up" if up else "down", tau, p, n, end, rel, alternative)
 
 
 # -- a run's server state ----------------------------------------------------------------------
@@ -252,8 +254,8 @@ def sides_explained(slower: Sequence[ServerState], faster: Sequence[ServerState]
 
 def warming_notes(name: str, states: Sequence[ServerState]) -> list[str]:
     """A note per run of a side whose server was warming up (fresh or inside a warm-up)."""
-    return [f"{name}'s server state: {s.text()} — its speed may be the server's warm-up, "
-            "not the stack's" for s in states if s.warming]
+    return [f"Server state of {name}: {s.text().split(': ', 1)[-1]} — its speed may be the "
+            "server's warm-up, not the stack's" for s in states if s.warming]
 
 
 def states_for_side(store: Any, side: Any) -> tuple[ServerState, ...]:
