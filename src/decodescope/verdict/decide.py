@@ -36,8 +36,8 @@ Pure: no I/O.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from decodescope.verdict import thresholds as th
@@ -150,8 +150,10 @@ def premises(b: Premised, c: Premised, cal: CaliberComparison, *,
     if cal.same is False:
         return Decision("CALIBER_MISMATCH", "caliber")
     if cal.same is None and not assume_same_caliber:
+        words = (windows_words(b, c) if isinstance(b, Side) and isinstance(c, Side)
+                 else "the two arms")
         return Decision("INCONCLUSIVE", "caliber unknown", None, (
-            f"the two sides' caliber could not be established ({windows_words(b, c)}): a "
+            f"the two sides' caliber could not be established ({words}): a "
             "verdict on the stack needs both measured under one caliber",))
     return None
 
