@@ -25,7 +25,8 @@ out, so a restart on another port is the same stack):
 
 `triage` widens the decode and step-rate intervals by the two sides' spreads with the
 estimate's degrees of freedom (Welch–Satterthwaite), and an INCONCLUSIVE says how many runs
-per side, or interleaved A/B pairs, would decide it (`decide_hint`).
+per side, or interleaved A/B pairs, would decide it (`decide_lines`; the pairs from the pair
+sd `ab` will see, at its looks: `ab_prediction`).
 """
 
 from __future__ import annotations
