@@ -166,3 +166,36 @@ def test_predicted_pairs_match_what_ab_takes():
     lo, hi = pred.same[1], pred.same[2]
     assert lo is not None and lo <= pred.same[0] and (hi is None or hi >= pred.same[0])
     assert "to call it unchanged" in pred.text() and "pair sd" in pred.text()
+
+
+def test_spread_command_says_the_warm_up_it_discarded(tmp_path, capsys):
+    """`decodescope spread` on a server whose stored runs began with a warm-up: the trend's
+    runs are discarded from the spread, and the command says so and how many."""
+    from decodescope.sim import SimConfig, SimServer
+
+    path = str(tmp_path / "s.sqlite")
+    sim = SimServer(SimConfig(time_scale=0.1, seed=3)).start_in_thread()
+    try:
+        capsys.readouterr()
+        main(["spread", sim.url, "--caliber", CAL, "--runs", "1", "--trials", "2", "--wait",
+              "0", "--store", path, "--json"])
+        first = json.loads(capsys.readouterr().out)["runs"][0]
+        with Store.open(path) as st:
+            run = sr.get_run(st, first, with_traces=False)
+            level = statistics.fmean(t["decode_rate"] for t in run.result["trials"])
+            # this server's earlier runs, stored before: a warm-up of 4 runs, then 6 level
+            for i, f in enumerate((0.80, 0.85, 0.90, 0.95, 1.0, 1.004, 0.997, 1.002, 0.999,
+                                   1.001)):
+                rid = store_run(st, CAL, [trial(level * f * g) for g in (0.998, 1.002)],
+                                fingerprint=run.fingerprint)
+                with st.tx() as c:
+                    c.execute("UPDATE runs SET created_at = ? WHERE id = ?",
+                              (run.created_at - 100 + i, rid))
+        code = main(["spread", sim.url, "--caliber", CAL, "--runs", "1", "--trials", "2",
+                     "--wait", "0", "--store", path])
+        text = capsys.readouterr().out
+    finally:
+        sim.stop()
+    assert code == 0
+    line = next(x for x in text.splitlines() if x.startswith("Trend detected:"))
+    assert "warm-up (faster run by run)" in line and "4 runs discarded" in line
