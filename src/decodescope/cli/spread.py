@@ -2,7 +2,8 @@
 
 N short runs of one caliber against one unchanged server, with a wait between them (or a
 restart of the server by you between them: the launch command, not its port, defines the
-stack). Every run is stored like any probe, with its fingerprint; triage learns the spread
+stack). Runs of a trend — a warm-up after the server's start, a slide — are left out of the
+spread and said (verdict/run_spread.without_trends). Every run is stored like any probe, with its fingerprint; triage learns the spread
 from all stored runs of that caliber on that stack (verdict/run_spread.py), so the result of
 this command is kept in the store, not in a setting.
 """
@@ -92,6 +93,11 @@ def command(url: str, caliber_name: str, runs: int, trials: int, wait_s: float,
         click.echo(json.dumps(doc, indent=2))
     else:
         click.echo(learned.text()[0].upper() + learned.text()[1:] + ".")
+        for spread_ in (learned, session_only):
+            if spread_.left_out and (spread_ is learned or spread_.trends != learned.trends):
+                click.echo(f"Trend detected: {'; '.join(spread_.trends)} — {spread_.left_out} "
+                           f"run{'s' if spread_.left_out != 1 else ''} discarded from the "
+                           "spread (a warm-up or a slide is the server's state, not spread).")
         if learned.runs != session_only.runs:
             click.echo(f"These {len(ids)} runs alone: {session_only.text()}.")
         click.echo(f"Stored runs {', '.join(map(str, ids))} (label spread={session}); "

@@ -11,6 +11,11 @@ Order:
    (the caliber-missed, contamination and caliber rules are `premises`, shared with `ab`,
    which applies them per arm and per pair before its paired statistics)
 4. same caliber — the headline is about the decode rate itself:
+   0. (server state) a decode change between two runs of one stack (the fingerprint apart
+      from the process's start and pid) whose slower side ran on a server warming up after
+      its start (a fresh-server run, or inside a warm-up the stored runs of that server show:
+      verdict/server_state.py) while the faster side's server was warm (or the same server
+      later) → INCONCLUSIVE (server warm-up): a change of the server's state, not the stack's
    a. decode rate moved beyond noise and by at least the minimum effect → REGRESSION /
       IMPROVEMENT. The cause is the component that carries it: stalls (pauses inside the
       outputs, kept out of the rates), speculative decoding switched off / on, acceptance
@@ -31,11 +36,13 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from decodescope.verdict import thresholds as th
 from decodescope.verdict.rate_change import carrier
+from decodescope.verdict.server_state import ServerState, sides_explained
 from decodescope.verdict.side_values import Side, spec_state, windows_words
 from decodescope.verdict.stats import Change, difference_interval, pct
 from decodescope.verdict.types import CaliberComparison, VerdictKind, acceptance
@@ -143,8 +150,10 @@ def premises(b: Premised, c: Premised, cal: CaliberComparison, *,
     if cal.same is False:
         return Decision("CALIBER_MISMATCH", "caliber")
     if cal.same is None and not assume_same_caliber:
+        words = (windows_words(b, c) if isinstance(b, Side) and isinstance(c, Side)
+                 else "the two arms")
         return Decision("INCONCLUSIVE", "caliber unknown", None, (
-            f"the two sides' caliber could not be established ({windows_words(b, c)}): a "
+            f"the two sides' caliber could not be established ({words}): a "
             "verdict on the stack needs both measured under one caliber",))
     return None
 
@@ -159,8 +168,27 @@ def change_cause(d: Change, ch: dict[str, Change], b: Side, c: Side) -> str | No
     return _attributed(d, parts) or _by_identity(acc, s)
 
 
+def warmup_explains(b: Side, c: Side, d: Change,
+                    server: tuple[Sequence[ServerState], Sequence[ServerState]]) -> str | None:
+    """Why a decided decode change `d` is the server's warm-up, not the stack's (None when it
+    is not): both sides on one stack, the slower side's server warming up after its start,
+    the faster side's warm (or the same server later)."""
+    from decodescope.verdict.run_spread import stack_key
+
+    kb, kc = stack_key(b.fingerprint), stack_key(c.fingerprint)
+    if kb is None or kb != kc or d.rel is None:
+        return None
+    (slow, slow_st), (_, fast_st) = (((c, server[1]), (b, server[0])) if d.rel < 0
+                                      else ((b, server[0]), (c, server[1])))
+    if not sides_explained(slow_st, fast_st):
+        return None
+    return (f"{slow.name}, the slower side, ran on a server warming up after its start, the "
+            "other on the same stack warm: the change is the server's state, not the stack's")
+
+
 def decide(b: Side, c: Side, ch: dict[str, Change], cal: CaliberComparison, *,
-           min_effect: float = th.MIN_EFFECT, assume_same_caliber: bool = False) -> Decision:
+           min_effect: float = th.MIN_EFFECT, assume_same_caliber: bool = False,
+           server: tuple[Sequence[ServerState], Sequence[ServerState]] = ((), ())) -> Decision:
     d, s = ch["decode"], ch["step_rate"]
     acc = acceptance(ch, b, c)
     missed = [x for x in (getattr(b, "caliber_missed", None), getattr(c, "caliber_missed", None))
@@ -185,6 +213,9 @@ def decide(b: Side, c: Side, ch: dict[str, Change], cal: CaliberComparison, *,
         kind: VerdictKind = "REGRESSION" if (d.rel or 0.0) < 0 else "IMPROVEMENT"
         if spec is not None and ((spec == "off") == (kind == "REGRESSION")):
             return Decision(kind, f"speculative decoding {spec}")
+        warm = warmup_explains(b, c, d, server)
+        if warm is not None:
+            return Decision("INCONCLUSIVE", "server warm-up", None, (warm,))
         cause = change_cause(d, ch, b, c)
         if abs(stall_gain) >= min_effect:
             notes.append(f"stalls also changed: {100 * (sb or 0.0):.0f}% → "

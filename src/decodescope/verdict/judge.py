@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from decodescope.verdict import run_spread as rs
+from decodescope.verdict import server_state as ss
 from decodescope.verdict import thresholds as th
 from decodescope.verdict.bands import DEFAULT_BANDS, Band
 from decodescope.verdict.side_values import Side
@@ -49,8 +50,12 @@ def judge(base: Side, cur: Side, *, store: Any = None, run_spread_pct: float | N
     spread it was and, for an INCONCLUSIVE, how many runs or A/B pairs would decide it."""
     spread_b, spread_c = side_spreads(store, base, cur, run_spread_pct, spread)
     sd, df = rs.combine_sides(spread_b, spread_c, len(base.run_ids) or 1, len(cur.run_ids) or 1)
+    states = ((ss.states_for_side(store, base), ss.states_for_side(store, cur))
+              if store is not None else ((), ()))
     verdict = triage(base, cur, min_effect=min_effect, bands=bands,
-                     assume_same_caliber=assume_same_caliber, run_spread=sd, run_spread_df=df)
+                     assume_same_caliber=assume_same_caliber, run_spread=sd, run_spread_df=df,
+                     server=states)
     return dataclasses.replace(verdict, notes=(
-        *verdict.notes, *rs.spread_lines(spread_b, spread_c),
+        *verdict.notes, *ss.warming_notes(base.name, states[0]),
+        *ss.warming_notes(cur.name, states[1]), *rs.spread_lines(spread_b, spread_c),
         *rs.decide_lines(verdict, spread_b, spread_c)))

@@ -16,12 +16,17 @@ out, so a restart on another port is the same stack):
   (one-way random effects, method of moments — the logic of bench/bench_run_noise.py);
 * its 95 % interval comes from the chi-square distribution of the variance of the run means
   (k − 1 degrees of freedom), less the same within-run part, floored at 0;
+* a trend is not spread: the runs of each server process (verdict/server_state.py: the stack
+  plus its process start; runs whose start is unknown form one series) are tested in time
+  order for a monotone trend (Mann–Kendall at TREND_ALPHA, two-sided), and the runs before
+  the trend's end — a warm-up after a start, or a slide — are left out, and said;
 * with fewer than MIN_SPREAD_RUNS runs the estimate is too thin: a conservative prior
   (PRIOR_RUN_SD) is used instead, and the text says so and why.
 
 `triage` widens the decode and step-rate intervals by the two sides' spreads with the
 estimate's degrees of freedom (Welch–Satterthwaite), and an INCONCLUSIVE says how many runs
-per side, or interleaved A/B pairs, would decide it (`decide_hint`).
+per side, or interleaved A/B pairs, would decide it (`decide_lines`; the pairs from the pair
+sd `ab` will see, at its looks: `ab_prediction`).
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from decodescope.records.stored_run import StoredRun
@@ -55,6 +60,15 @@ class RunSpread:
     metric: str | None = None  # "engine decode rate" | "client decode rate"
     why: str | None = None  # why the prior (or how the override) was used
     stack: str | None = None  # the stack in words
+    left_out: int = 0  # runs left out as part of a trend (warm-up after a start, a slide)
+    trends: tuple[str, ...] = ()  # each trend found, in words
+
+    def trend_text(self) -> str:
+        """'' or '; 4 runs left out: warm-up … over after run 4 of 10'."""
+        if not self.left_out:
+            return ""
+        return (f"; {self.left_out} run{'s' if self.left_out != 1 else ''} of a trend left out "
+                f"(a trend is not spread): {'; '.join(self.trends)}")
 
     def text(self) -> str:
         """One line, e.g. 'run-to-run spread 3.8 % (95 % CI 2.5 … 7.7 %) from 8 runs on this
@@ -65,20 +79,20 @@ class RunSpread:
                   if self.lo is not None and self.hi is not None else "")
             where = f" on this stack ({self.stack})" if self.stack else " on this stack"
             return (f"run-to-run spread {p}{ci} from {self.runs} runs of this caliber{where}, "
-                    f"{self.metric}")
+                    f"{self.metric}{self.trend_text()}")
         if self.source == "override":
             return f"run-to-run spread {p} (--run-spread)"
         if self.source == "log":
             return (f"run-to-run spread {p} (declared default for engine windows — a log or "
                     "Prometheus range spans minutes of the machine's changing state, which its "
                     "units already sample)")
-        return f"run-to-run spread {p}: conservative prior — {self.why}"
+        return f"run-to-run spread {p}: conservative prior — {self.why}{self.trend_text()}"
 
     def to_dict(self) -> dict[str, Any]:
         return {"sd": self.sd, "source": self.source, "runs": self.runs, "df": self.df,
                 "ci": [self.lo, self.hi] if self.lo is not None else None,
                 "metric": self.metric, "why": self.why, "stack": self.stack,
-                "text": self.text()}
+                "left_out": self.left_out, "trends": list(self.trends), "text": self.text()}
 
 
 # -- stacks ------------------------------------------------------------------------------------
@@ -176,10 +190,47 @@ def usable(run: StoredRun) -> bool:
     return not (isinstance(c, dict) and c.get("flagged"))
 
 
+def without_trends(runs: Sequence[StoredRun]) -> tuple[list[StoredRun], int, tuple[str, ...]]:
+    """(the runs outside any trend, how many were left out, each trend in words): per server
+    process (server_state.instance_key; runs whose process start is unknown form one series),
+    in time order, the runs before a Mann–Kendall trend's end are left out."""
+    from decodescope.verdict import server_state as ss
+
+    groups: dict[Any, list[StoredRun]] = {}
+    for r in runs:
+        groups.setdefault(ss.instance_key(r), []).append(r)
+    keep: list[StoredRun] = []
+    dropped = 0
+    said: list[str] = []
+    for key, group in groups.items():
+        kept, tr = ss.instance_trend(group, alternative="two-sided")
+        if tr is None:
+            keep.extend(group)
+            continue
+        out = {r.id for r in kept[:tr.stretch]}
+        dropped += len(out)
+        keep.extend(r for r in group if r.id not in out)
+        ids = sorted(out)
+        who = (f"runs {ids[0]}–{ids[-1]}" if len(ids) > 2 else
+               "runs " + ", ".join(map(str, ids)))
+        start = "after a server start, " if key is not None else ""
+        said.append(f"{start}{tr.text()} ({who})")
+    keep.sort(key=lambda r: r.id, reverse=True)
+    return keep, dropped, tuple(said)
+
+
 def estimate(runs: Sequence[StoredRun], *, confidence: float = th.CONFIDENCE,
              stack: str | None = None) -> RunSpread:
     """The between-run spread from these runs (one caliber, one stack), or the prior when
-    fewer than MIN_SPREAD_RUNS of them have ≥ 2 trials with a decode rate."""
+    fewer than MIN_SPREAD_RUNS of them have ≥ 2 trials with a decode rate; the runs of a trend
+    (`without_trends`) are left out first, and said."""
+    runs, left_out, trends = without_trends(runs)
+    return replace(_estimate(runs, confidence=confidence, stack=stack), left_out=left_out,
+                   trends=trends)
+
+
+def _estimate(runs: Sequence[StoredRun], *, confidence: float = th.CONFIDENCE,
+              stack: str | None = None) -> RunSpread:
     # Learned on the rate that decides: the engine's, whenever enough runs carry it — a run
     # that withheld its engine rate is left out, not a reason to switch every run to the
     # client's rate; the client's only when too few runs have the engine's.
@@ -340,11 +391,90 @@ def decide_lines(verdict: Any, b: RunSpread, c: RunSpread) -> list[str]:
                 "`decodescope spread`)"
     out.append(f"What would decide it as separate runs: {'; '.join(parts)} — from {basis} "
                f"and the within-run sd {100 * sb:.1f} % / {100 * sc:.1f} %.")
-    from decodescope.verdict.ab import Design, pairs_needed
-
-    pairs = pairs_needed(math.sqrt(sb * sb + sc * sc), HINT_HALF_WIDTH, Design())
-    if pairs is not None:
-        out.append(f"Interleaved: about {pairs} A/B pairs for ±{HINT_HALF_WIDTH:.0%} "
-                   "(`decodescope ab URL_A URL_B --caliber C`; pairs share the machine's "
-                   "state, so the between-run term drops out, if drift is slow against a pair).")
+    pred = ab_prediction(sb, len(vb), sc, len(vc), verdict.min_effect)
+    if pred is not None:
+        out.append(pred.text())
     return out
+
+
+@dataclass(frozen=True)
+class PairPrediction:
+    """What `ab` would take on these stacks, predicted from the sides' trial-to-trial spread.
+
+    An A/B pair is one trial per side, back to back: the pair's trials share the machine's
+    state, so the between-run term mostly drops out and what stays is each side's spread of
+    one trial around its run's mean — the within-run sds (σ_pair² ≈ s_b² + s_c²; a drift faster
+    than a pair adds to it). The counts are ab's looks (Design.looks) at which the expected
+    interval — the look's own level, Student t — decides: the equivalence interval inside
+    ±minimum effect when nothing changed, the change interval clear of 0 for a ±5 % change.
+    The pair sd estimated from a few trials is uncertain (chi-square, df = n_b + n_c − 2): the
+    counts at its 95 % interval's ends are given with it; None: not within ab's maximum."""
+
+    sd: float
+    sd_lo: float
+    sd_hi: float
+    same: tuple[int | None, int | None, int | None]  # unchanged: at sd, sd_lo, sd_hi
+    change: tuple[int | None, int | None, int | None]  # a ±5 % change
+    min_effect: float
+    max_pairs: int
+
+    def text(self) -> str:
+        def one(x: int | None) -> str:
+            return str(x) if x is not None else f"not within {self.max_pairs}"
+
+        def span(t: tuple[int | None, int | None, int | None]) -> str:
+            return f"{one(t[0])} pairs ({one(t[1])} … {one(t[2])})"
+
+        head = (f"about {self.same[0]} A/B pairs" if self.same[0] is not None else
+                f"more than its {self.max_pairs}-pair maximum")
+        return (f"Interleaved: {head} to call it unchanged (`decodescope ab URL_A URL_B "
+                f"--caliber C`: equivalence interval inside ±{self.min_effect:.0%}, if nothing "
+                f"changed), and {span(self.change)} to find a ±{HINT_HALF_WIDTH:.0%} change — "
+                f"from the expected pair sd {100 * self.sd:.1f} % (95 % CI "
+                f"{100 * self.sd_lo:.1f} … {100 * self.sd_hi:.1f} %; counts at its ends in "
+                f"brackets: unchanged {span(self.same)}): the two sides' trial-to-trial sds, "
+                "since a pair's trials share the machine's state and the between-run term "
+                "drops out; a drift faster than a pair, or a stall, makes ab take more.")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pair_sd": self.sd, "pair_sd_ci": [self.sd_lo, self.sd_hi],
+                "pairs_unchanged": list(self.same), "pairs_change": list(self.change),
+                "text": self.text()}
+
+
+def ab_look_deciding(pair_sd: float, target: float, design: Any, which: int) -> int | None:
+    """The first of ab's looks at which an interval of the mean pair log ratio (`which`: 0 the
+    change interval, 1 the equivalence interval, at the look's level) is narrower than
+    `target` (log scale) at this pair sd; None: not within design.max_pairs."""
+    from decodescope.verdict.ab import t_crit
+
+    for n in design.looks():
+        if n < 2:
+            continue
+        if t_crit(design.levels_at(n)[which], n - 1) * pair_sd / math.sqrt(n) <= target:
+            return n
+    return None
+
+
+def ab_prediction(sb: float, nb: int, sc: float, nc: int,
+                  min_effect: float = th.MIN_EFFECT,
+                  confidence: float = th.CONFIDENCE) -> PairPrediction | None:
+    """PairPrediction from the sides' within-run sds of the log rate (sb over nb trials, sc
+    over nc); None without 2 trials a side or with a minimum effect ab cannot test."""
+    from scipy.stats import chi2
+
+    from decodescope.verdict.ab import Design
+
+    df = nb + nc - 2
+    if nb < 2 or nc < 2 or df < 1 or not 0.0 < min_effect < 1.0:
+        return None
+    design = Design(min_effect=min_effect)
+    sd = math.sqrt(sb * sb + sc * sc)
+    a = 1.0 - confidence
+    lo = sd * math.sqrt(df / float(chi2.ppf(1.0 - a / 2.0, df)))
+    hi = sd * math.sqrt(df / float(chi2.ppf(a / 2.0, df)))
+    eq_target, ch_target = math.log1p(min_effect), math.log1p(HINT_HALF_WIDTH)
+    same = tuple(ab_look_deciding(x, eq_target, design, 1) for x in (sd, lo, hi))
+    change = tuple(ab_look_deciding(x, ch_target, design, 0) for x in (sd, lo, hi))
+    return PairPrediction(sd, lo, hi, same, change, min_effect,  # type: ignore[arg-type]
+                          design.max_pairs)

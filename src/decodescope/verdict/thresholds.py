@@ -57,6 +57,18 @@ AB_RETAKES_MIN = 3
 # run read exactly that on an unchanged simulator while the 2-core host was busy.
 STALL_MIN_UNITS = 2
 
+# Server state (verdict/server_state.py). A run that starts less than FRESH_SERVER_S after its
+# server's process start is a fresh-server run: issue 36's H100 (llama.cpp CUDA) ran its first
+# run 12–14 % slower than runs 8–10 — first use of CUDA graphs per shape, kernels compiled on
+# first call, weights paged in, clocks ramping — and `spread`'s default cadence (3 trials and
+# a 5 s wait per run) puts about ten runs in 10 minutes. A trend over runs (warm-up: upward) is
+# a Mann–Kendall test at the verdict's alpha (1 − CONFIDENCE), so a stationary server reads
+# "warm-up" at most that often; below TREND_MIN_RUNS runs it cannot be significant at 5 % even
+# when perfectly monotone (one-sided: 1/4! ≈ 4.2 % at 4 runs).
+FRESH_SERVER_S = 600.0
+TREND_ALPHA = 1.0 - CONFIDENCE
+TREND_MIN_RUNS = 4
+
 # -- decomposition -----------------------------------------------------------------------------
 # Below this |ln(D2/D1)| (≈ 0.5 %) shares of a delta are noise divided by noise: not printed.
 MIN_LOG_DELTA_FOR_SHARES = 0.005

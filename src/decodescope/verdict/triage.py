@@ -22,6 +22,7 @@ from decodescope.verdict.evidence_chain import evidence_rows
 from decodescope.verdict.rate_change import Decomposition, decompose
 from decodescope.verdict.reported import comparison_quantities
 from decodescope.verdict.reported import to_dict as quantities_dict
+from decodescope.verdict.server_state import ServerState
 from decodescope.verdict.side_values import Side
 from decodescope.verdict.stats import Change, pct, relative_change
 from decodescope.verdict.types import (
@@ -91,8 +92,11 @@ class Verdict:
 
 def triage(baseline: Side, current: Side, *, min_effect: float = th.MIN_EFFECT,
            bands: Sequence[Band] = DEFAULT_BANDS, assume_same_caliber: bool = False,
-           run_spread: float = th.RUN_TO_RUN_SD, run_spread_df: float | None = None) -> Verdict:
-    """`run_spread` (th.RUN_TO_RUN_SD) widens the rate comparisons by the between-run spread
+           run_spread: float = th.RUN_TO_RUN_SD, run_spread_df: float | None = None,
+           server: tuple[Sequence[ServerState], Sequence[ServerState]] = ((), ())) -> Verdict:
+    """`server`: each side's runs' server state (verdict/server_state.py; judge reads it from
+    the store): a change that a server's warm-up explains is not a stack verdict.
+    `run_spread` (th.RUN_TO_RUN_SD) widens the rate comparisons by the between-run spread
     (per side; `run_spread_df`: its degrees of freedom when learned, verdict/run_spread.py);
     MAL and tokens per step are counts of the engine's own accept decisions, which the
     machine's speed does not move: they keep their within-run intervals."""
@@ -124,8 +128,8 @@ def triage(baseline: Side, current: Side, *, min_effect: float = th.MIN_EFFECT,
         # which says the bands do not apply): no side is labelled with a band either.
         band_b = band_c = None
     cal = compare_calibers(baseline, current, bands)
-    decision = _decide(baseline, current, changes, cal, min_effect=min_effect,
-                       assume_same_caliber=assume_same_caliber)
+    decision = decide(baseline, current, changes, cal, min_effect=min_effect,
+                      assume_same_caliber=assume_same_caliber, server=server)
     kind, cause, needed = decision.kind, decision.cause, decision.trials_needed
     ctx = Context(kind, cause, baseline, current, changes, dec, cal, (band_b, band_c), decode_source,
                min_effect, needed, bands)

@@ -205,6 +205,15 @@ def headline(ctx: Context) -> tuple[str, list[str]]:
             head = (f"INCONCLUSIVE — caliber not established: the {_windows(ctx)} do not show that "
                     f"both sides were measured under one caliber (decode {pct(d.rel or 0.0)}).")
             lines.append(f"Calibers: {ctx.caliber.text}.")
+        elif ctx.cause == "server warm-up":
+            ci = (f" (95% CI {pct(d.ci_lo)} … {pct(d.ci_hi)})"
+                  if d.ci_lo is not None and d.ci_hi is not None else "")
+            slow = ctx.current if (d.rel or 0.0) < 0 else ctx.baseline
+            head = (f"INCONCLUSIVE — server warm-up: decode {pct(d.rel or 0.0)}{ci}, but "
+                    f"{slow.name} ran on a server still warming up after its start.")
+            lines.append("Both sides are one stack: a change of the server's state, not of the "
+                         "stack, so no REGRESSION or IMPROVEMENT is claimed (the notes say "
+                         "which run and why).")
         elif ctx.cause == "stalls within noise":
             head = ("INCONCLUSIVE — the server paused inside the outputs on one side, but not "
                     f"beyond noise (stalls: {_stall_text(ctx.baseline)} → "
@@ -364,6 +373,11 @@ def _next_steps(ctx: Context) -> list[str]:
     if ctx.kind == "INCONCLUSIVE" and ctx.cause == "caliber missed":
         return ["Re-run the probe so that it meets its caliber (see the run's findings):",
                 f"  {probe} --trials {th.RECOMMENDED_TRIALS}"]
+    if ctx.cause == "server warm-up":
+        return ["Measure after the warm-up: warm the server up inside the run, or add runs "
+                "until `spread` says the trend is over, then triage a late run:",
+                f"  {probe} --trials {th.RECOMMENDED_TRIALS} --warmup 8",
+                f"  decodescope spread {url} --caliber {cal}"]
     if ctx.cause in ("stalls", "stalls within noise"):
         return ["The server paused inside outputs: look for preemption, swapping, long prefills "
                 "of other requests or host contention in the engine log at those times.",
