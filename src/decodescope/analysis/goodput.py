@@ -1,0 +1,102 @@
+"""Goodput: the share of a run's requests that met every limit of its SLO (caliber.slo).
+
+A request meets the SLO when it succeeded and its TTFT, TPOT and end-to-end latency are each
+within the limits the SLO sets (limits it does not set are not checked). TPOT is
+(e2e − TTFT) / (output tokens − 1), vLLM's and MLPerf's definition; a request of one output
+token has no TPOT and passes a TPOT limit. A failed request, or one whose checked number is
+unknown, does not meet it. The share is over all requests the trials sent (n), pooled over
+trials, with each trial's own share beside it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from decodescope.records.request_metrics import RequestMetrics, compute
+from decodescope.records.stored_run import StoredRun
+
+
+@dataclass(frozen=True)
+class Limits:
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    e2e_ms: float | None = None
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None) -> Limits | None:
+        if not d:
+            return None
+        lim = cls(d.get("ttft_ms"), d.get("tpot_ms"), d.get("e2e_ms"))
+        return lim if any(v is not None for v in (lim.ttft_ms, lim.tpot_ms, lim.e2e_ms)) else None
+
+
+def tpot_s(m: RequestMetrics) -> float | None:
+    if m.e2e_s is None or m.ttft_s is None or m.output_tokens is None:
+        return None
+    if m.output_tokens < 2:
+        return 0.0
+    return (m.e2e_s - m.ttft_s) / (m.output_tokens - 1)
+
+
+def misses(m: RequestMetrics | None, lim: Limits) -> list[str]:
+    """The limits one request missed ("failed" for a failed request); [] when it met all."""
+    if m is None:
+        return ["failed"]
+    out = []
+    for name, limit, value in (("ttft", lim.ttft_ms, m.ttft_s), ("tpot", lim.tpot_ms, tpot_s(m)),
+                               ("e2e", lim.e2e_ms, m.e2e_s)):
+        if limit is not None and (value is None or value * 1000.0 > limit):
+            out.append(name)
+    return out
+
+
+def goodput(trials: list[list[RequestMetrics | None]], slo: dict[str, Any] | None
+            ) -> dict[str, Any] | None:
+    """The goodput record of trials of requests (None: a failed request). None without an
+    SLO or without requests."""
+    lim = Limits.from_dict(slo)
+    n = sum(len(t) for t in trials)
+    if lim is None or n == 0:
+        return None
+    missed: dict[str, int] = {"ttft": 0, "tpot": 0, "e2e": 0, "failed": 0}
+    met = 0
+    per_trial: list[float | None] = []
+    for reqs in trials:
+        ok = 0
+        for m in reqs:
+            why = misses(m, lim)
+            for w in why:
+                missed[w] += 1
+            ok += not why
+        met += ok
+        per_trial.append(ok / len(reqs) if reqs else None)
+    return {"slo": dict(slo or {}), "requests": n, "met": met, "share": met / n,
+            "missed_by_limit": {k: v for k, v in missed.items()
+                                if k == "failed" or getattr(lim, f"{k}_ms") is not None},
+            "per_trial": per_trial}
+
+
+def goodput_of_run(run: StoredRun) -> dict[str, Any] | None:
+    """Goodput of a probed run under its caliber's SLO (None without one)."""
+    cal = run.caliber or {}
+    slo = cal.get("slo")
+    if not slo:
+        return None
+    steady = int((cal.get("output") or {}).get("steady_state_start") or 0)
+    trials = [[compute(r, steady) if r.ok else None for r in t.requests]
+              for t in run.trials if t.status == "ok"]
+    return goodput(trials, slo)
+
+
+def goodput_line(g: dict[str, Any] | None) -> str | None:
+    """One line rendering the record: "goodput 83% (5 of 6 requests met ttft ≤ …)"."""
+    if not g:
+        return None
+    slo = g.get("slo") or {}
+    limits = ", ".join(f"{k} ≤ {slo[k + '_ms']:g} ms" for k in ("ttft", "tpot", "e2e")
+                       if slo.get(k + "_ms") is not None)
+    preset = f" (preset {slo['preset']})" if slo.get("preset") else ""
+    missed = ", ".join(f"{k} {v}" for k, v in (g.get("missed_by_limit") or {}).items() if v)
+    return (f"goodput {g['share']:.0%} ({g['met']} of {g['requests']} requests met {limits}"
+            f"{preset}" + (f"; missed: {missed}" if missed else "") + ")")
