@@ -90,3 +90,23 @@ def test_probe_bad_slo_is_a_usage_error(capsys):
     rc = main(["probe", "http://127.0.0.1:9", "--caliber", "demo-code-rewrite", "--slo", "x=1"])
     assert rc == ExitCode.USAGE
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_triage_shows_goodput_beside_the_verdict(tmp_path, capsys):
+    db = str(tmp_path / "s.sqlite")
+    with SimServer(SimConfig(seed=4, time_scale=0.05)).start_in_thread() as sim:
+        for _ in range(2):
+            assert main(["probe", sim.url, "--caliber", "demo-code-rewrite", "--trials", "2",
+                         "--store", db, "--no-fingerprint", "--no-scrape",
+                         "--slo", "ttft=10s"]) == ExitCode.OK
+    capsys.readouterr()
+    rc = main(["triage", "2", "--baseline", "1", "--store", db])
+    out = capsys.readouterr().out
+    assert rc in (ExitCode.OK, ExitCode.INCONCLUSIVE)
+    assert "goodput (beside the decode verdict" in out
+    assert out.count("2 of 2 requests met ttft ≤ 10000 ms") == 2
+    rc2 = main(["triage", "2", "--baseline", "1", "--store", db, "--json"])
+    import json
+
+    doc = json.loads(capsys.readouterr().out)
+    assert rc2 == rc and doc["goodput"]["comparable"] is True and "verdict" in json.dumps(doc)

@@ -100,3 +100,50 @@ def goodput_line(g: dict[str, Any] | None) -> str | None:
     missed = ", ".join(f"{k} {v}" for k, v in (g.get("missed_by_limit") or {}).items() if v)
     return (f"goodput {g['share']:.0%} ({g['met']} of {g['requests']} requests met {limits}"
             f"{preset}" + (f"; missed: {missed}" if missed else "") + ")")
+
+
+def pooled(records: list[dict[str, Any] | None]) -> dict[str, Any] | None:
+    """One side's goodput over its runs (a baseline of several): pooled counts, when every
+    run has a record under the same SLO; else None."""
+    if not records or any(r is None for r in records):
+        return None
+    rs = [r for r in records if r is not None]
+    slo = rs[0].get("slo")
+    if any(r.get("slo") != slo for r in rs):
+        return None
+    n, met = sum(int(r["requests"]) for r in rs), sum(int(r["met"]) for r in rs)
+    missed: dict[str, int] = {}
+    for r in rs:
+        for k, v in (r.get("missed_by_limit") or {}).items():
+            missed[k] = missed.get(k, 0) + int(v)
+    return {"slo": slo, "requests": n, "met": met, "share": met / n if n else None,
+            "missed_by_limit": missed,
+            "per_trial": [x for r in rs for x in r.get("per_trial") or []]}
+
+
+def beside_verdict(baseline: dict[str, Any] | None, current: dict[str, Any] | None
+                   ) -> dict[str, Any] | None:
+    """Goodput of both sides, shown beside (never instead of) the decode verdict. None when
+    neither side has one; `comparable` only when both have one under the same SLO."""
+    if baseline is None and current is None:
+        return None
+    same = (baseline is not None and current is not None
+            and baseline.get("slo") == current.get("slo"))
+    if baseline is None or current is None:
+        why = "only one side has an SLO: goodput is not compared"
+    elif not same:
+        why = "the sides' SLOs differ: goodput is not compared"
+    else:
+        why = None
+    return {"baseline": baseline, "current": current, "comparable": same, "note": why}
+
+
+def beside_lines(rec: dict[str, Any] | None) -> list[str]:
+    if not rec:
+        return []
+    out = ["goodput (beside the decode verdict, not part of it):"]
+    for side in ("baseline", "current"):
+        out.append(f"  {side:<9}" + (goodput_line(rec[side]) or "no SLO"))
+    if rec.get("note"):
+        out.append(f"  {rec['note']}")
+    return out
