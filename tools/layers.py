@@ -32,6 +32,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("records", ("records",)),
     ("sources", ("caliber", "fingerprint", "engines", "sim")),
     ("instruments", ("probe", "telemetry", "store")),
+    ("peers", ("peers",)),
     ("analysis", ("analysis",)),
     ("verdict", ("verdict",)),
     ("products", ("report", "doctor", "run")),

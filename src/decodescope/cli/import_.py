@@ -17,6 +17,7 @@ import click
 from decodescope.cli.common import emit, store_option
 from decodescope.cli.probe import parse_labels
 from decodescope.console import json_option
+from decodescope.peers import more as _more_formats  # noqa: F401  registers GuideLLM, llm-d report
 from decodescope.store.db import Store
 from decodescope.store.peer_import import ELEMENTS, import_files
 
@@ -27,10 +28,13 @@ from decodescope.store.peer_import import ELEMENTS, import_files
 @click.option("--tool-version", default=None, metavar="V",
               help="The peer tool's version, when its file does not record it (vllm bench "
                    "serve does not); stored and shown with the run.")
+@click.option("--benchmark", "benchmark", default=None, metavar="N|all",
+              help="A GuideLLM file of several benchmarks (a sweep): import benchmark N "
+                   "(1-based), or `all`, each its own run.")
 @store_option
 @json_option
 def command(files: tuple[str, ...], labels: tuple[str, ...], tool_version: str | None,
-            store_path: str | None, as_json: bool) -> int:
+            store_path: str | None, as_json: bool, benchmark: str | None = None) -> int:
     """Store peers' result files as one run, each file one trial (the unit of statistics).
 
     Every caliber element a file records is kept (model, endpoint, dataset, input / output
@@ -39,23 +43,83 @@ def command(files: tuple[str, ...], labels: tuple[str, ...], tool_version: str |
     against the run names the elements that differ (CALIBER_MISMATCH) or the unknown ones that
     keep it from being like-for-like.
     """
+    if benchmark == "all":
+        return _import_each_benchmark(files, labels, tool_version, store_path, as_json)
+    which = _benchmark_number(benchmark)
     with Store.open(store_path) as st:
         run_id, results, imported = import_files(st, list(files), labels=parse_labels(labels),
-                                                 tool_version=tool_version)
+                                                 tool_version=tool_version, benchmark=which)
+    emit(_Result(_document(run_id, results, imported)), as_json, _render)
+    return 0
+
+
+def _benchmark_number(v: str | None) -> int | None:
+    if v is None:
+        return None
+    if not v.isdigit() or int(v) < 1:
+        from decodescope.errors import UsageError
+
+        raise UsageError(f"--benchmark {v!r} is neither a number from 1 nor `all`",
+                         where="--benchmark", remedy="Give --benchmark 2, or --benchmark all")
+    return int(v)
+
+
+def _import_each_benchmark(files: tuple[str, ...], labels: tuple[str, ...],
+                           tool_version: str | None, store_path: str | None,
+                           as_json: bool) -> int:
+    """Each benchmark of the files (GuideLLM) as its own run: benchmark N of every file is
+    one run of as many trials as files."""
+    import json as _json
+
+    from decodescope.peers.guidellm import benchmark_names, is_guidellm
+
+    counts = set()
+    for f in files:
+        try:
+            doc = _json.loads(open(f, "rb").read())
+        except (OSError, ValueError):
+            doc = None
+        if not is_guidellm(doc):
+            from decodescope.errors import UsageError
+
+            raise UsageError(f"{f} is not a GuideLLM file: --benchmark all reads GuideLLM's",
+                             where="--benchmark", remedy="Leave out --benchmark")
+        counts.add(len(benchmark_names(doc)))
+    if len(counts) != 1:
+        from decodescope.errors import UsageError
+
+        raise UsageError(f"the files hold different numbers of benchmarks ({sorted(counts)})",
+                         where="--benchmark all", remedy="Import each file on its own")
+    docs = []
+    with Store.open(store_path) as st:
+        for n in range(1, counts.pop() + 1):
+            run_id, results, imported = import_files(
+                st, list(files), labels=parse_labels(labels), tool_version=tool_version,
+                benchmark=n)
+            docs.append(_document(run_id, results, imported))
+    if as_json:
+        emit(_Result({"runs": docs}), True, _render)
+    else:
+        click.echo("\n\n".join(_render(_Result(d)) for d in docs))
+    return 0
+
+
+def _document(run_id: int, results: Any, imported: dict[str, Any]) -> dict[str, Any]:
     out = {"run_id": run_id, "tool": imported["tool"], "tool_version": imported["tool_version"],
            "files": imported["files"],
            "trials": [r.trial for r in results],
            "elements": {k: imported["elements"].get(k) for k in ELEMENTS},
            "unknown": imported["unknown"],
-           "notes": imported["notes"]}
-    emit(_Result(out), as_json, _render)
-    return 0
+           "notes": imported["notes"],
+           "audit": imported.get("audit") or []}
+    return out
 
 
 # Where each tool's per-request decode rate comes from (docs/peers.md)
 DECODE_FROM = {"vllm bench serve": "1 / median TPOT", "sglang bench_serving": "1 / median TPOT",
                "aiperf": "median output token throughput per user",
-               "inference-perf": "1 / median time per output token"}
+               "inference-perf": "1 / median time per output token",
+               "guidellm": "1 / median TPOT of the successful requests"}
 
 
 class _Result:
@@ -79,5 +143,8 @@ def _render(r: _Result) -> str:
         v = d["elements"].get(k)
         lines.append(f"  {k:<{width}}  {v if v is not None else 'unknown (not in the file)'}")
     lines += [f"note: {n}" for n in d["notes"]]
+    for f in d.get("audit") or []:  # what the file claims vs records (peers/audit.py)
+        tag = "work not done" if f["severity"] == "error" else "audit"
+        lines.append(f"{tag}: {f['text']} ({f['code']}). {f['remedy']}")
     lines.append(f"next: decodescope triage {d['run_id']} --baseline RUN")
     return "\n".join(lines)

@@ -16,6 +16,7 @@ import hashlib
 import json
 import math
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,12 @@ ELEMENTS = ("model", "endpoint", "dataset", "dataset sha256", "input tokens (mea
             "input length distribution", "output max_tokens", "output tokens (mean)",
             "output length distribution", "ignore_eos", "temperature", "top_p", "top_k",
             "concurrency", "request rate", "burstiness", "requests per trial")
+
+
+# Formats and checks that decodescope.peers registers when imported (issue 35: GuideLLM, the
+# llm-d report, the audit of what a file claims); the store layer does not import peers.
+EXTRA_PARSERS: list[Callable[[bytes, Any, str, int | None], Parsed | None]] = []
+FILE_AUDITS: list[Callable[[Any, str], list[dict[str, Any]]]] = []
 
 
 @dataclass
@@ -183,7 +190,7 @@ def parse_vllm_bench(doc: dict[str, Any]) -> tuple[dict[str, str | None], dict[s
 
 
 # -- reading files ---------------------------------------------------------------------------
-def read_peer_file(path: str) -> PeerResult:
+def read_peer_file(path: str, benchmark: int | None = None) -> PeerResult:
     p = Path(path)
     if not p.is_file():
         raise UsageError(f"no such file: {path}", where="import", remedy="Give a result file")
@@ -219,7 +226,9 @@ def read_peer_file(path: str) -> PeerResult:
                           started_at=_date(doc.get("date")), notes=[*appended, *notes])
     from decodescope.store import peer_formats
 
-    found = peer_formats.parse(raw, doc, path)
+    found = next((f for parser in EXTRA_PARSERS
+                  if (f := parser(raw, doc, path, benchmark)) is not None), None)
+    found = found or peer_formats.parse(raw, doc, path)
     if found is None:
         raise UsageError(f"{path} is not a result file decodescope can import",
                          where="import", remedy="Give a `vllm bench serve --save-result` JSON, "
@@ -249,7 +258,7 @@ def _date(v: Any) -> float | None:
 
 
 def import_files(store: Store, paths: list[str], *, labels: dict[str, str] | None = None,
-                 tool_version: str | None = None
+                 tool_version: str | None = None, benchmark: int | None = None
                  ) -> tuple[int, list[PeerResult], dict[str, Any]]:
     """Store the files as one run (one trial per file); give its id, the files read and the
     run's `imported` record (tool, version, the run's elements, unknown ones, notes). Files of
@@ -257,7 +266,7 @@ def import_files(store: Store, paths: list[str], *, labels: dict[str, str] | Non
     separately."""
     if not paths:
         raise UsageError("no files", where="import", remedy="Give one or more result files")
-    results = [read_peer_file(p) for p in paths]
+    results = [read_peer_file(p, benchmark) for p in paths]
     first = results[0]
     for r in results[1:]:
         if r.tool != first.tool:
@@ -284,6 +293,10 @@ def import_files(store: Store, paths: list[str], *, labels: dict[str, str] | Non
                 "files": [{"path": r.path, "sha256": r.sha256} for r in results],
                 "elements": elements, "unknown": [k for k in ELEMENTS if elements.get(k) is None],
                 "notes": sorted({n for r in results for n in r.notes})}
+    findings = [f for r in results for audit in FILE_AUDITS
+                for f in audit(r.trial.get("work"), r.path)]
+    if findings:
+        imported["audit"] = findings
     identity = "imported-" + hashlib.sha256(
         json.dumps({"tool": first.tool, "elements": elements}, sort_keys=True).encode()
     ).hexdigest()[:12]

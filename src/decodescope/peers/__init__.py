@@ -1,0 +1,1 @@
+"""Peers' result formats: one module per tool (issue 35 adds GuideLLM and the llm-d benchmark report)."""
