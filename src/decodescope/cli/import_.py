@@ -76,7 +76,8 @@ def _import_each_benchmark(files: tuple[str, ...], labels: tuple[str, ...],
     counts = set()
     for f in files:
         try:
-            doc = _json.loads(open(f, "rb").read())
+            with open(f, "rb") as fh:
+                doc = _json.loads(fh.read())
         except (OSError, ValueError):
             doc = None
         if not is_guidellm(doc):
