@@ -20,6 +20,7 @@ from decodescope.store.peer_import import ELEMENTS, read_peer_file
 
 PEERS = Path(__file__).parent / "data" / "peers"
 C2 = [PEERS / "guidellm-0.8.1-c2-1.json", PEERS / "guidellm-0.8.1-c2-2.json"]
+OLDER = PEERS / "guidellm-0.7.4-c2-1.json"  # the older minor, same command
 SWEEP = PEERS / "guidellm-0.8.1-sweep.json"
 POISSON = PEERS / "guidellm-0.8.1-poisson.json"
 TRUNCATED = PEERS / "guidellm-0.8.1-truncated.json"
@@ -29,9 +30,10 @@ def _doc(p: Path) -> dict:
     return json.loads(p.read_text())
 
 
-def test_concurrent_file_elements_and_numbers_from_the_file():
-    doc = _doc(C2[0])
-    r = read_peer_file(str(C2[0]))
+@pytest.mark.parametrize("path", [C2[0], OLDER], ids=["0.8.1", "0.7.4"])
+def test_concurrent_file_elements_and_numbers_from_the_file(path):
+    doc = _doc(path)
+    r = read_peer_file(str(path))
     assert r.tool == "guidellm" and r.tool_version == doc["metadata"]["guidellm_version"]
     e = r.elements
     spec = doc["config"]["spec"]
@@ -137,3 +139,10 @@ def test_triage_against_a_file_whose_work_was_not_done_is_inconclusive(tmp_path,
 def test_benchmark_names():
     assert guidellm.benchmark_names(_doc(SWEEP)) == ["concurrent@1", "concurrent@2"]
     assert guidellm.benchmark_names(_doc(POISSON)) == ["poisson@4"]
+
+
+def test_older_minor_is_the_same_workload_as_the_newer():
+    new, old = read_peer_file(str(C2[0])), read_peer_file(str(OLDER))
+    assert (new.tool_version, old.tool_version) == ("0.8.1", "0.7.4")
+    same = [k for k in ELEMENTS if k not in ("input tokens (mean)",)]
+    assert {k: new.elements[k] for k in same} == {k: old.elements[k] for k in same}

@@ -142,8 +142,9 @@ def _so_far(st: Store, r: StoredRun) -> StoredRun:
 
 @command.command("export")
 @click.argument("runs", nargs=-1, required=True)
-@click.option("--format", "fmt", type=click.Choice(["json", "csv"]), default="json", show_default=True,
-              help="json: the whole run(s) with raw traces; csv: one table (--table).")
+@click.option("--format", "fmt", type=click.Choice(["json", "csv", "br"]), default="json", show_default=True,
+              help="json: the whole run(s) with raw traces; csv: one table (--table); br: the "
+                   "llm-d benchmark report 0.2 of one run (YAML when -o ends in .yaml).")
 @click.option("--table", type=click.Choice(list(TABLES)), default="runs", show_default=True,
               help="With --format csv: one row per run (summary and percentiles), per trial, or per request.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="File (default stdout).")
@@ -157,7 +158,9 @@ def export_cmd(runs: tuple[str, ...], fmt: str, table: str, output: str | None,
     with Store.open(store_path, read_only=True) as st:
         ids = list(dict.fromkeys(sr.resolve_run_id(st, s) for s in runs))
         loaded = [sr.get_run(st, i) for i in ids]
-    if fmt == "csv":
+    if fmt == "br":
+        text = _br_text(loaded, output)
+    elif fmt == "csv":
         text = to_csv(export_rows(loaded, table))
     else:
         from decodescope.report.distributions import run_distributions
@@ -175,6 +178,23 @@ def export_cmd(runs: tuple[str, ...], fmt: str, table: str, output: str | None,
         click.echo(f"wrote {output}", err=True)
     else:
         click.echo(text, nl=False)
+
+
+def _br_text(loaded: list[Any], output: str | None) -> str:
+    """One run as an llm-d benchmark report 0.2 (peers/llmd_report.py)."""
+    from decodescope.errors import UsageError
+    from decodescope.peers.llmd_report import run_report
+    from decodescope.verdict.imported import run_elements
+
+    if len(loaded) != 1:
+        raise UsageError(f"--format br writes one run per report; {len(loaded)} were given",
+                         where="runs export", remedy="Export each run to its own file")
+    doc = run_report(loaded[0], run_elements(loaded[0]))
+    if output and output.endswith((".yaml", ".yml")):
+        import yaml
+
+        return str(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))
+    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
 
 
 @command.command("rm")

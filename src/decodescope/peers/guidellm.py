@@ -12,9 +12,10 @@ prompt / output tokens with their stdev, min, max; a file or dataset by name), t
 (synchronous, concurrent streams, throughput, constant / poisson rate, sweep), the
 constraints (max_requests, max_duration, ...), what each request's body carried
 (`request_args`: max_completion_tokens, ignore_eos, sampling) and every request's numbers.
-GuideLLM 0.7 (no `metadata`; `args` instead of `config.spec`; `scheduler.strategy`;
-`requests.successful` of `GenerativeRequestStats`) is read where 0.8's keys are absent.
-Elements the file does not carry stay unknown.
+GuideLLM 0.7.4 writes the same layout (report version 2; its fixture is read by the same
+code). Reports of 0.6 and before (`args` instead of `config.spec`, `scheduler.strategy`) are
+read where 0.7's keys are absent, untested against a real file. Elements the file does not
+carry stay unknown.
 """
 
 from __future__ import annotations

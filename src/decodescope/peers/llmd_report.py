@@ -249,3 +249,43 @@ def _parse_time(v: Any) -> float | None:
         except ValueError:
             return None
     return None
+
+
+def run_report(run: Any, elements: dict[str, str | None]) -> dict[str, Any]:
+    """The BR0.2 report of a stored run (records.stored_run.StoredRun, with its traces):
+    per-request numbers from the traces of its successful trials (an imported run has none:
+    its aggregates are left out), its elements as `verdict.imported.run_elements` gives them."""
+    from decodescope import __version__
+    from decodescope.records.request_metrics import compute
+
+    steady = int(((run.caliber or {}).get("output") or {}).get("steady_state_start") or 0)
+    requests: list[dict[str, Any]] = []
+    failures = 0
+    sends: list[float] = []
+    ends: list[float] = []
+    for t in run.trials:
+        if t.status != "ok":
+            continue
+        for r in t.requests:
+            if not r.ok:
+                failures += 1
+                continue
+            m = compute(r, steady)
+            tpot = ((m.e2e_s - m.ttft_s) / (m.output_tokens - 1)
+                    if (m.e2e_s is not None and m.ttft_s is not None and m.output_tokens
+                        and m.output_tokens > 1) else None)
+            requests.append({"ttft_s": m.ttft_s, "tpot_s": tpot, "itl_s": m.itl_median_s,
+                             "e2e_s": m.e2e_s, "prompt_tokens": m.prompt_tokens,
+                             "output_tokens": m.output_tokens})
+            sends.append(r.t_send_s + t.wall_anchor_s)
+            if r.t_done_s is not None:
+                ends.append(r.t_done_s + t.wall_anchor_s)
+    info = (run.meta or {}).get("engine_info") or {}
+    trials = len([t for t in run.trials if t.status == "ok"])
+    return to_report(
+        elements=elements, requests=requests, failures=failures, tool_version=__version__,
+        engine=run.engine, engine_version=info.get("version"), identity=run.caliber_identity,
+        description=f"decodescope run {run.id} ({run.caliber_ref or 'no caliber'})"
+        + (" [SIMULATED]" if run.simulated else ""),
+        start=min(sends) if sends else None, end=max(ends) if ends else None,
+        trials=trials, run_id=run.id)
