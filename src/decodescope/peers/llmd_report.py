@@ -1,7 +1,9 @@
-"""The llm-d benchmark report, version 0.2 ("BR0.2"): the format inference-perf ≥ 0.7 writes
-beside its own reports (`inference-perf.partial.stage_<n>.yaml`: `version`, `run`, `results`)
-and that llm-d-benchmark composes with a `scenario` (stack components, load). The schema is the
-`llmd-benchmark-report` package's (0.2.1): every model forbids unknown keys.
+"""The llm-d benchmark report, version 0.2 ("BR0.2", revision 0.2.1): the format inference-perf
+writes beside its own reports (`inference-perf.partial.stage_<n>.yaml`: `version`, `run`,
+`results`) and that llm-d-benchmark composes with a `scenario` (stack components, load). The
+schema is the `llmd-benchmark-report` package's (0.2.1, whose `benchmark-report` converter
+also turns vLLM's, GuideLLM's and inference-perf's native files into it): every model forbids
+unknown keys; a component's `standardized.kind` picks its schema.
 
 `to_report` writes a decodescope run as a full report; `parse` reads one back (decodescope's
 own or another producer's). Every caliber element decodescope knows is written twice: in the
@@ -20,12 +22,12 @@ from typing import Any
 
 from decodescope.store.peer_import import ELEMENTS, Parsed, _fmt, _num
 
-VERSION = "0.2"
+VERSION = "0.2.1"  # what we write; any 0.2.x is read
 NATIVE_KEY = "decodescope"
 
 
 def is_report(doc: Any) -> bool:
-    return (isinstance(doc, dict) and str(doc.get("version")) == VERSION
+    return (isinstance(doc, dict) and str(doc.get("version")).startswith("0.2")
             and isinstance(doc.get("results"), dict) and isinstance(doc.get("run"), dict))
 
 
@@ -113,9 +115,10 @@ def to_report(*, elements: dict[str, str | None], requests: list[dict[str, Any]]
                             "standardized": std, "native": native}
     if engine:
         scenario["stack"] = [{
-            "metadata": {"kind": "generic", "schema_version": "0.0.1", "label": "engine-0",
+            "metadata": {"schema_version": "0.0.1", "label": "engine-0",
                          "cfg_id": identity or ""},
-            "standardized": {"tool": engine, "tool_version": engine_version or "unknown",
+            "standardized": {"kind": "generic", "tool": engine,
+                             "tool_version": engine_version or "unknown",
                              "model": elements.get("model")},
             "native": {}}]
     total = len(requests) + failures
@@ -137,7 +140,7 @@ def to_report(*, elements: dict[str, str | None], requests: list[dict[str, Any]]
         out_tok = sum(col("output_tokens"))
         agg["throughput"] = {
             "output_token_rate": {"units": "tokens/s", "mean": out_tok / span},
-            "requests_rate": {"units": "queries/s", "mean": len(requests) / span}}
+            "request_rate": {"units": "queries/s", "mean": len(requests) / span}}
     run: dict[str, Any] = {"uid": f"decodescope-run-{run_id}"}
     if start is not None and end is not None:
         run["time"] = {"start": _iso(start), "end": _iso(end), "duration": f"PT{end - start:.3f}S"}
@@ -182,14 +185,23 @@ def parse(doc: dict[str, Any], path: str = "") -> Parsed:
                      for k, v in own["elements"].items() if k in elements}
     else:
         def seq(s: dict[str, Any]) -> str | None:
-            if s.get("distribution") == "fixed" and _num(s.get("value")) is not None:
-                return f"fixed {float(s['value']):g}"
-            return None
+            v, lo, hi = _num(s.get("value")), _num(s.get("min")), _num(s.get("max"))
+            if v is None:
+                return None
+            if s.get("distribution") == "fixed" or (lo is not None and lo == hi):
+                return f"fixed {v:g}"
+            kind = {"gaussian": "normal", "random": "uniform"}.get(str(s.get("distribution")),
+                                                                    str(s.get("distribution")))
+            sd = _num(s.get("std_dev"))
+            return (f"{kind} mean {v:g}" + (f", sd {sd:g}" if sd is not None else "")
+                    + (f", {lo:g}–{hi:g}" if lo is not None and hi is not None else ""))
 
         stack = [c for c in scen.get("stack") or [] if isinstance(c, dict)]
         model = next((_d(_d(c.get("standardized")).get("model")).get("name")
                       or _d(c.get("standardized")).get("model") for c in stack
-                      if _d(c.get("standardized")).get("model")), None)
+                      if _d(c.get("standardized")).get("model")), None) or _d(_d(_d(
+                          _d(load.get("native")).get("config")).get("spec")).get("backend")
+                      ).get("model")
         conc = std.get("concurrency")
         elements |= {
             "model": _fmt(model) if isinstance(model, str) else None,
@@ -210,6 +222,9 @@ def parse(doc: dict[str, Any], path: str = "") -> Parsed:
     done = (total - (failures or 0)) if total is not None else None
     tpot = _d(lat.get("time_per_output_token"))
     tpot_med = _ms(tpot, "p50") if tpot.get("p50") is not None else None
+    if tpot_med is None and _d(lat.get("inter_token_latency")).get("p50"):
+        tpot_med = _ms(_d(lat.get("inter_token_latency")), "p50")
+        notes.append("no TPOT in the report: decode rate from 1 / median ITL")
     ttft = _d(lat.get("time_to_first_token"))
     itl = _d(lat.get("inter_token_latency"))
     trial: dict[str, Any] = {
@@ -222,11 +237,20 @@ def parse(doc: dict[str, Any], path: str = "") -> Parsed:
         "prompt_tokens": _num(in_len.get("mean")),
         "wall_rate": _num(_d(thr.get("output_token_rate")).get("mean")),
         "aggregate_rate": _num(_d(thr.get("output_token_rate")).get("mean")),
-        "request_throughput": _num(_d(thr.get("requests_rate")).get("mean")),
+        "request_throughput": _num(_d(thr.get("request_rate") or thr.get("requests_rate"))
+                                   .get("mean")),
         "failed": failures,
     }
+    if total is not None:  # for the audit (peers/audit.py): the counts the report states
+        inc = _num(reqs.get("incomplete")) or 0
+        trial["work"] = {"successful": int(total - (failures or 0) - inc),
+                         "errored": int(failures or 0), "incomplete": int(inc),
+                         "total": None, "asked": None}
     if tpot_med is None:
-        notes.append("no median TPOT in the report: no decode rate")
+        notes.append("no median TPOT or ITL in the report: no decode rate")
+    if own:
+        notes.append(f"written by decodescope from its run {own.get('run')} "
+                     f"({own.get('trials')} trials pooled)")
     run = _d(doc.get("run"))
     start = _parse_time(_d(run.get("time")).get("start"))
     tool = str(std.get("tool") or "")
