@@ -199,6 +199,8 @@ def parse(doc: dict[str, Any], path: str = "", benchmark: int | None = None) -> 
     body = _body(ok[0]) if ok else (_body(errored[0]) if errored else {})
     kind = str(strat.get("type_") or "")
     rate_v = _num(strat.get("rate"))
+    rate: str | None
+    burst: str | None
     if kind in ("synchronous", "concurrent", "throughput"):
         rate, burst = "inf", "-"  # closed loop, or all at once: no arrival rate
     elif kind == "poisson":

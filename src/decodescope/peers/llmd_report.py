@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import re
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from decodescope.store.peer_import import ELEMENTS, Parsed, _fmt, _num
@@ -152,7 +152,7 @@ def to_report(*, elements: dict[str, str | None], requests: list[dict[str, Any]]
 
 
 def _iso(t: float) -> str:
-    return datetime.fromtimestamp(t, UTC).isoformat()
+    return datetime.fromtimestamp(t, timezone.utc).isoformat()
 
 
 # -- reading -------------------------------------------------------------------------------
