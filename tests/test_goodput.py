@@ -110,3 +110,20 @@ def test_triage_shows_goodput_beside_the_verdict(tmp_path, capsys):
 
     doc = json.loads(capsys.readouterr().out)
     assert rc2 == rc and doc["goodput"]["comparable"] is True and "verdict" in json.dumps(doc)
+
+
+def test_runs_show_slo_recomputes_goodput_of_a_stored_probe(tmp_path, capsys):
+    db = str(tmp_path / "s.sqlite")
+    with SimServer(SimConfig(seed=6, time_scale=0.05)).start_in_thread() as sim:
+        assert main(["probe", sim.url, "--caliber", "demo-code-rewrite", "--trials", "2",
+                     "--store", db, "--no-fingerprint", "--no-scrape"]) == ExitCode.OK
+    capsys.readouterr()
+    import json
+
+    shares = []
+    for slo in ("mlperf-llama2-70b", "tpot=0.01ms"):
+        assert main(["runs", "show", "1", "--slo", slo, "--store", db, "--json"]) == 0
+        shares.append(json.loads(capsys.readouterr().out)["result"]["goodput"]["share"])
+    assert shares == [1.0, 0.0]
+    with Store.open(db) as st:  # not stored
+        assert "goodput" not in sr.get_run(st, 1, with_traces=False).result

@@ -77,10 +77,11 @@ def goodput(trials: list[list[RequestMetrics | None]], slo: dict[str, Any] | Non
             "per_trial": per_trial}
 
 
-def goodput_of_run(run: StoredRun) -> dict[str, Any] | None:
-    """Goodput of a probed run under its caliber's SLO (None without one)."""
+def goodput_of_run(run: StoredRun, slo: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """Goodput of a probed run (with its traces) under `slo`, else its caliber's SLO (None
+    without one)."""
     cal = run.caliber or {}
-    slo = cal.get("slo")
+    slo = slo or cal.get("slo")
     if not slo:
         return None
     steady = int((cal.get("output") or {}).get("steady_state_start") or 0)

@@ -113,9 +113,12 @@ def _engine_mal(result: dict | None) -> float | None:
 
 @command.command("show")
 @click.argument("run")
+@click.option("--slo", "slo", default=None, metavar="LIMITS",
+              help="Goodput of the run's requests under these limits (as probe --slo), "
+                   "computed from its traces; not stored.")
 @store_option
 @json_option
-def show_cmd(run: str, store_path: str | None, as_json: bool) -> None:
+def show_cmd(run: str, store_path: str | None, as_json: bool, slo: str | None = None) -> None:
     """Show one run (id, `last`, or label key=value): caliber, trials, numbers, warnings."""
     from decodescope.cli.probe import run_document
     from decodescope.report.distributions import run_distributions
@@ -127,7 +130,14 @@ def show_cmd(run: str, store_path: str | None, as_json: bool) -> None:
         if (not as_json and r.result is None and r.trials
                 and r.status in ("running", sr.ABANDONED)):
             shown = _so_far(st, r)
-        dist = run_distributions(dataclasses.replace(shown, trials=sr.get_run(st, r.id).trials))
+        full = sr.get_run(st, r.id)
+        dist = run_distributions(dataclasses.replace(shown, trials=full.trials))
+        if slo is not None:
+            from decodescope.analysis.goodput import goodput_of_run
+            from decodescope.caliber.slo import parse_slo
+
+            g = goodput_of_run(full, dataclasses.asdict(parse_slo(slo)))
+            r = shown = dataclasses.replace(shown, result={**(shown.result or {}), "goodput": g})
     emit(run_document(r, dist), as_json, lambda _: render_run(shown, dist))
 
 
