@@ -120,7 +120,7 @@ def _document(run_id: int, results: Any, imported: dict[str, Any]) -> dict[str, 
 DECODE_FROM = {"vllm bench serve": "1 / median TPOT", "sglang bench_serving": "1 / median TPOT",
                "aiperf": "median output token throughput per user",
                "inference-perf": "1 / median time per output token",
-               "guidellm": "1 / median TPOT of the successful requests"}
+               "guidellm": "1 / median ITL of the successful requests, vLLM's TPOT"}
 
 
 class _Result:

@@ -276,8 +276,11 @@ def parse(doc: dict[str, Any], path: str = "", benchmark: int | None = None) -> 
     out_total = sum(out_len)
     trial: dict[str, Any] = {
         "idx": 0, "status": "ok", "requests": n_ok,
-        # per request: 1 / median TPOT over the successful requests (first token excluded)
-        "decode_rate": 1000.0 / tpot if tpot else None,
+        # per request: 1 / median ITL over the successful requests. GuideLLM's ITL is
+        # (latency − TTFT) / (output tokens − 1), vLLM's TPOT; its own TPOT is latency / output
+        # tokens (TTFT included), kept beside as tpot_incl_ttft_s
+        "decode_rate": 1000.0 / itl if itl else None,
+        "tpot_incl_ttft_s": tpot / 1000.0 if tpot is not None else None,
         "ttft_s": ttft / 1000.0 if ttft is not None else None,
         "itl_median_s": itl / 1000.0 if itl is not None else None,
         "output_tokens": statistics.fmean(out_len) if out_len else None,
