@@ -151,3 +151,21 @@ def test_older_minor_is_the_same_workload_as_the_newer():
     assert (new.tool_version, old.tool_version) == ("0.8.1", "0.7.4")
     same = [k for k in ELEMENTS if k not in ("input tokens (mean)",)]
     assert {k: new.elements[k] for k in same} == {k: old.elements[k] for k in same}
+
+
+def test_import_slo_goodput_from_the_files_requests(tmp_path, capsys):
+    db = str(tmp_path / "s.sqlite")
+    doc = _doc(C2[0])
+    ok = doc["benchmarks"][0]["requests"]["successful"]
+    ttfts = sorted(q["time_to_first_token_ms"] for q in ok)
+    limit = (ttfts[2] + ttfts[3]) / 2  # between the 3rd and 4th fastest: 3 of 6 meet it
+    assert main(["import", str(C2[0]), "--slo", f"ttft={limit}ms", "--store", db,
+                 "--json"]) == 0
+    g = json.loads(capsys.readouterr().out)["goodput"]
+    assert (g["requests"], g["met"]) == (len(ok), 3)
+    with Store.open(db) as st:
+        assert sr.get_run(st, 1, with_traces=False).result["goodput"]["met"] == 3
+    # the truncated file: every request failed, none meets any limit
+    assert main(["import", str(TRUNCATED), "--slo", "e2e=3600s", "--store", db, "--json"]) == 0
+    g = json.loads(capsys.readouterr().out)["goodput"]
+    assert (g["requests"], g["met"], g["missed_by_limit"]["failed"]) == (4, 0, 4)

@@ -10,6 +10,7 @@ trials, with each trial's own share beside it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,20 +40,34 @@ def tpot_s(m: RequestMetrics) -> float | None:
     return (m.e2e_s - m.ttft_s) / (m.output_tokens - 1)
 
 
-def misses(m: RequestMetrics | None, lim: Limits) -> list[str]:
+@dataclass(frozen=True)
+class Numbers:
+    """One request's checked numbers, seconds (an imported file's per-request rows)."""
+
+    ttft_s: float | None
+    tpot_s: float | None
+    e2e_s: float | None
+
+
+def numbers_of(m: RequestMetrics | Numbers) -> Numbers:
+    return m if isinstance(m, Numbers) else Numbers(m.ttft_s, tpot_s(m), m.e2e_s)
+
+
+def misses(m: RequestMetrics | Numbers | None, lim: Limits) -> list[str]:
     """The limits one request missed ("failed" for a failed request); [] when it met all."""
     if m is None:
         return ["failed"]
+    n = numbers_of(m)
     out = []
-    for name, limit, value in (("ttft", lim.ttft_ms, m.ttft_s), ("tpot", lim.tpot_ms, tpot_s(m)),
-                               ("e2e", lim.e2e_ms, m.e2e_s)):
+    for name, limit, value in (("ttft", lim.ttft_ms, n.ttft_s), ("tpot", lim.tpot_ms, n.tpot_s),
+                               ("e2e", lim.e2e_ms, n.e2e_s)):
         if limit is not None and (value is None or value * 1000.0 > limit):
             out.append(name)
     return out
 
 
-def goodput(trials: list[list[RequestMetrics | None]], slo: dict[str, Any] | None
-            ) -> dict[str, Any] | None:
+def goodput(trials: Sequence[Sequence[RequestMetrics | Numbers | None]],
+            slo: dict[str, Any] | None) -> dict[str, Any] | None:
     """The goodput record of trials of requests (None: a failed request). None without an
     SLO or without requests."""
     lim = Limits.from_dict(slo)
@@ -88,6 +103,27 @@ def goodput_of_run(run: StoredRun, slo: dict[str, Any] | None = None) -> dict[st
     trials = [[compute(r, steady) if r.ok else None for r in t.requests]
               for t in run.trials if t.status == "ok"]
     return goodput(trials, slo)
+
+
+def goodput_of_imported(trials: list[dict[str, Any]], slo: dict[str, Any] | None
+                        ) -> dict[str, Any] | None:
+    """Goodput of an imported run from the per-request rows its parser kept (`per_request`:
+    ttft_s, e2e_s, output_tokens of each successful request) and its failed count. None when
+    a trial has no rows (the file carries no per-request numbers)."""
+    out: list[list[Numbers | None]] = []
+    for t in trials:
+        rows = t.get("per_request")
+        if not isinstance(rows, list):
+            return None
+        reqs: list[Numbers | None] = []
+        for r in rows:
+            ttft, e2e, n = r.get("ttft_s"), r.get("e2e_s"), r.get("output_tokens")
+            tpot = ((e2e - ttft) / (n - 1) if n and n > 1 else 0.0) if (
+                ttft is not None and e2e is not None and n is not None) else None
+            reqs.append(Numbers(ttft, tpot, e2e))
+        reqs += [None] * int(t.get("failed") or 0)
+        out.append(reqs)
+    return goodput(out, slo)
 
 
 def goodput_line(g: dict[str, Any] | None) -> str | None:

@@ -31,10 +31,14 @@ from decodescope.store.peer_import import ELEMENTS, import_files
 @click.option("--benchmark", "benchmark", default=None, metavar="N|all",
               help="A GuideLLM file of several benchmarks (a sweep): import benchmark N "
                    "(1-based), or `all`, each its own run.")
+@click.option("--slo", "slo", default=None, metavar="LIMITS",
+              help="Goodput under these limits (as probe --slo), from the file's per-request "
+                   "numbers (GuideLLM's); stored with the run.")
 @store_option
 @json_option
 def command(files: tuple[str, ...], labels: tuple[str, ...], tool_version: str | None,
-            store_path: str | None, as_json: bool, benchmark: str | None = None) -> int:
+            store_path: str | None, as_json: bool, benchmark: str | None = None,
+            slo: str | None = None) -> int:
     """Store peers' result files as one run, each file one trial (the unit of statistics).
 
     Every caliber element a file records is kept (model, endpoint, dataset, input / output
@@ -43,14 +47,43 @@ def command(files: tuple[str, ...], labels: tuple[str, ...], tool_version: str |
     against the run names the elements that differ (CALIBER_MISMATCH) or the unknown ones that
     keep it from being like-for-like.
     """
+    slo_d = None
+    if slo is not None:
+        import dataclasses
+
+        from decodescope.caliber.slo import parse_slo
+
+        slo_d = dataclasses.asdict(parse_slo(slo))
     if benchmark == "all":
-        return _import_each_benchmark(files, labels, tool_version, store_path, as_json)
+        return _import_each_benchmark(files, labels, tool_version, store_path, as_json, slo_d)
     which = _benchmark_number(benchmark)
     with Store.open(store_path) as st:
         run_id, results, imported = import_files(st, list(files), labels=parse_labels(labels),
                                                  tool_version=tool_version, benchmark=which)
-    emit(_Result(_document(run_id, results, imported)), as_json, _render)
+        doc = _document(run_id, results, imported)
+        doc["goodput"] = _store_goodput(st, run_id, slo_d)
+    emit(_Result(doc), as_json, _render)
     return 0
+
+
+def _store_goodput(st: Store, run_id: int, slo: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Goodput of the imported run under `slo`, stored in its result (None: no SLO given, or
+    the file has no per-request numbers; said by the caller)."""
+    if slo is None:
+        return None
+    from decodescope.analysis.goodput import goodput_of_imported
+    from decodescope.errors import UsageError
+    from decodescope.store import runs as sr
+
+    run = sr.get_run(st, run_id, with_traces=False)
+    result = run.result or {}
+    g = goodput_of_imported(result.get("trials") or [], slo)
+    if g is None:
+        raise UsageError(f"run {run_id} was stored, but its file has no per-request numbers: "
+                         "no goodput", where="--slo",
+                         remedy="Give --slo with a file that records each request (GuideLLM's)")
+    sr.update_run(st, run_id, status=run.status, result={**result, "goodput": g})
+    return g
 
 
 def _benchmark_number(v: str | None) -> int | None:
@@ -66,7 +99,7 @@ def _benchmark_number(v: str | None) -> int | None:
 
 def _import_each_benchmark(files: tuple[str, ...], labels: tuple[str, ...],
                            tool_version: str | None, store_path: str | None,
-                           as_json: bool) -> int:
+                           as_json: bool, slo: dict[str, Any] | None = None) -> int:
     """Each benchmark of the files (GuideLLM) as its own run: benchmark N of every file is
     one run of as many trials as files."""
     import json as _json
@@ -98,6 +131,7 @@ def _import_each_benchmark(files: tuple[str, ...], labels: tuple[str, ...],
                 st, list(files), labels=parse_labels(labels), tool_version=tool_version,
                 benchmark=n)
             docs.append(_document(run_id, results, imported))
+            docs[-1]["goodput"] = _store_goodput(st, run_id, slo)
     if as_json:
         emit(_Result({"runs": docs}), True, _render)
     else:
@@ -147,5 +181,9 @@ def _render(r: _Result) -> str:
     for f in d.get("audit") or []:  # what the file claims vs records (peers/audit.py)
         tag = "work not done" if f["severity"] == "error" else "audit"
         lines.append(f"{tag}: {f['text']} ({f['code']}). {f['remedy']}")
+    if d.get("goodput"):
+        from decodescope.analysis.goodput import goodput_line
+
+        lines.append(goodput_line(d["goodput"]) or "")
     lines.append(f"next: decodescope triage {d['run_id']} --baseline RUN")
     return "\n".join(lines)
