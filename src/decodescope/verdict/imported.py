@@ -102,6 +102,44 @@ def _same(k: str, a: str, b: str) -> bool:
     return a == b
 
 
+# Where each tool's per-request decode rate comes from (docs/peers.md): named when two tools'
+# runs are compared, since the basis alone can move the number.
+DECODE_BASIS = {"vllm bench serve": "1 / median TPOT", "sglang bench_serving": "1 / median TPOT",
+                "aiperf": "median output token throughput per user",
+                "inference-perf": "1 / median time per output token",
+                "guidellm": "1 / median ITL (GuideLLM's ITL is vLLM's TPOT)"}
+
+# The expected direction of the current side's per-request decode rate when an element is
+# higher / longer on it than on the baseline (docs/peers.md, "Two tools, one server").
+_HIGHER_READS_LOWER = {
+    "concurrency": "more requests share each step",
+    "request rate": "more requests in flight",
+    "input tokens (mean)": "a longer context per step",
+    "output tokens (mean)": "a longer context per step (length decay)",
+    "output max_tokens": "longer outputs: a longer context per step",
+    "temperature": "sampling accepts fewer speculative drafts than greedy decoding",
+}
+
+
+def direction(k: str, vb: str, vc: str) -> str | None:
+    """"expected lower on the current side: ..." for an element that differs, when its
+    direction is known; None otherwise."""
+    try:
+        xb, xc = float(vb.split()[-1]), float(vc.split()[-1])
+    except ValueError:
+        xb = xc = None  # type: ignore[assignment]
+    why = _HIGHER_READS_LOWER.get(k)
+    if why and xb is not None and xc is not None and xb != xc:
+        return f"expected {'lower' if xc > xb else 'higher'} on the current side: {why}"
+    if k == "ignore_eos":
+        return "changes the realized output lengths (see output tokens)"
+    if k in ("dataset", "dataset sha256"):
+        return "other content: MAL, and so the decode rate, move with it (either way)"
+    if k == "endpoint":
+        return "the chat template adds prompt tokens (a small effect)"
+    return None
+
+
 def compare_imported(b: Side, c: Side) -> CaliberComparison:
     eb, ec = b.elements or {}, c.elements or {}
     rows: list[CaliberRow] = []
@@ -115,8 +153,15 @@ def compare_imported(b: Side, c: Side) -> CaliberComparison:
         same = _same(k, vb, vc)
         rows.append(CaliberRow(k, vb, vb if same else vc))  # within tolerance reads the same
         if not same:
-            differ.append(f"{k} {vb} vs {vc}")
+            why = direction(k, vb, vc)
+            differ.append(f"{k} {vb} vs {vc}" + (f" ({why})" if why else ""))
     who = " and ".join(s.imported_from for s in (b, c) if s.imported_from)
+    tools = [s.imported_from.rsplit(" ", 1)[0] if s.imported_from else "decodescope probe"
+             for s in (b, c)]
+    if b.imported_from and c.imported_from and tools[0] != tools[1]:
+        basis = "; ".join(f"{t}: {next((v for k2, v in DECODE_BASIS.items() if t.startswith(k2)), 'median')}"
+                          for t in tools)
+        who += f" (decode rate per request — {basis})"
     if differ:
         text = (f"no: imported from {who}; the elements differ: " + "; ".join(differ)
                 + (f" (unknown: {', '.join(unknown)})" if unknown else ""))
