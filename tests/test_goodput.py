@@ -127,3 +127,32 @@ def test_runs_show_slo_recomputes_goodput_of_a_stored_probe(tmp_path, capsys):
     assert shares == [1.0, 0.0]
     with Store.open(db) as st:  # not stored
         assert "goodput" not in sr.get_run(st, 1, with_traces=False).result
+
+
+def test_sweep_goodput_names_the_highest_load_that_meets_the_target():
+    from decodescope.analysis.goodput import sweep_goodput, sweep_lines
+
+    recs = [{"share": 1.0, "requests": 4, "met": 4, "slo": {"ttft_ms": 40}},
+            {"share": 0.99, "requests": 100, "met": 99, "slo": {"ttft_ms": 40}},
+            {"share": 0.5, "requests": 8, "met": 4, "slo": {"ttft_ms": 40}}]
+    g = sweep_goodput("concurrency", [1, 4, 16], recs)
+    assert g is not None and g["highest_load_meeting"] == 4
+    assert sweep_goodput("concurrency", [1, 4, 16], recs, target=1.0)["highest_load_meeting"] == 1
+    none = sweep_goodput("concurrency", [16], recs[2:])
+    assert none is not None and none["highest_load_meeting"] is None
+    assert "none of the loads" in sweep_lines(none)[1]
+    assert sweep_goodput("concurrency", [1], [None]) is None
+
+
+def test_load_sweep_with_slo_reports_goodput_per_point(tmp_path, capsys):
+    import json
+
+    db = str(tmp_path / "s.sqlite")
+    with SimServer(SimConfig(seed=8, time_scale=0.05)).start_in_thread() as sim:
+        rc = main(["sweep", sim.url, "--caliber", "demo-code-rewrite", "--concurrency", "1,2",
+                   "--trials", "1", "--slo", "ttft=10s", "--store", db, "--no-fingerprint",
+                   "--no-scrape", "--json"])
+    assert rc == 0
+    g = json.loads(capsys.readouterr().out)["goodput"]
+    assert [p["load"] for p in g["points"]] == [1, 2] and g["highest_load_meeting"] == 2
+    assert [p["requests"] for p in g["points"]] == [1, 2]

@@ -184,3 +184,34 @@ def beside_lines(rec: dict[str, Any] | None) -> list[str]:
     if rec.get("note"):
         out.append(f"  {rec['note']}")
     return out
+
+
+# A load meets the SLO when at least this share of its requests met it (MLPerf holds its
+# latency limits at the 99th percentile).
+DEFAULT_TARGET = 0.99
+
+
+def sweep_goodput(axis: str, values: list[float], records: list[dict[str, Any] | None],
+                  target: float = DEFAULT_TARGET) -> dict[str, Any] | None:
+    """A load sweep's goodput per point and the highest load whose goodput reaches `target`
+    (None: no point does). None when no point has a goodput record."""
+    if all(r is None for r in records):
+        return None
+    points = [{"load": v, "share": (r or {}).get("share"), "requests": (r or {}).get("requests"),
+               "met": (r or {}).get("met")} for v, r in zip(values, records, strict=True)]
+    meeting = [float(v) for v, r in zip(values, records, strict=True)
+               if r and r.get("share") is not None and r["share"] >= target]
+    slo = next((r.get("slo") for r in records if r), None)
+    return {"axis": axis, "target": target, "slo": slo, "points": points,
+            "highest_load_meeting": max(meeting) if meeting else None}
+
+
+def sweep_lines(rec: dict[str, Any] | None) -> list[str]:
+    if not rec:
+        return []
+    pts = ", ".join(f"{p['load']:g}: {p['share']:.0%} ({p['met']}/{p['requests']})"
+                    if p["share"] is not None else f"{p['load']:g}: -" for p in rec["points"])
+    best = rec["highest_load_meeting"]
+    head = (f"highest {rec['axis']} meeting the SLO (goodput ≥ {rec['target']:.0%}): "
+            + (f"{best:g}" if best is not None else "none of the loads"))
+    return [f"goodput by {rec['axis']}: {pts}", head]
