@@ -186,3 +186,29 @@ def test_two_tools_name_their_decode_basis_and_each_differing_elements_direction
     assert direction("concurrency", "1", "4").startswith("expected lower")
     assert direction("output tokens (mean)", "384", "256").startswith("expected higher")
     assert direction("model", "a", "b") is None
+
+
+def test_a_bad_number_in_a_guidellm_file_is_withheld_with_a_note(tmp_path):
+    """GuideLLM's reader passes the registry's contract (peers.common.Fields): a median ITL
+    that is a string, or a negative duration, is no value, with a note naming file and field."""
+    doc = _doc(C2[0])
+    b = doc["benchmarks"][0]
+    b["metrics"]["inter_token_latency_ms"]["successful"]["median"] = "fast"
+    b["duration"] = -3.0
+    p = tmp_path / "bad.json"
+    p.write_text(json.dumps(doc))
+    r = read_peer_file(str(p))
+    assert r.trial["decode_rate"] is None and r.trial["itl_median_s"] is None
+    assert r.trial["wall_rate"] is None and r.trial["request_throughput"] is None
+    withheld = [n for n in r.notes if n.startswith("withheld:")]
+    assert any("inter_token_latency_ms.successful.median = 'fast'" in n and str(p) in n
+               for n in withheld), withheld
+    assert any("duration = -3.0" in n for n in withheld), withheld
+    assert r.trial["ttft_s"] is not None  # the other numbers are kept
+
+
+def test_benchmark_chooses_only_in_files_of_several():
+    """--benchmark is read by the readers whose files hold several results (GuideLLM's):
+    given for any other file, it is a usage error naming the file's kind."""
+    with pytest.raises(UsageError, match="holds no benchmarks to choose"):
+        read_peer_file(str(PEERS / "vllm-bench-serve-1.json"), 1)

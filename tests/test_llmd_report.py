@@ -106,3 +106,18 @@ def test_report_of_guidellm_by_the_real_converter():
     itl = doc["results"]["request_performance"]["aggregate"]["latency"]["inter_token_latency"]
     assert r.trial["decode_rate"] == pytest.approx(1000.0 / itl["p50"])  # ms/token, no TPOT
     assert any("ITL" in n for n in r.notes)
+
+
+def test_a_bad_number_in_a_report_is_withheld_with_a_note(tmp_path):
+    """The report's reader passes the registry's contract (peers.common.Fields): a negative
+    median TPOT is no decode rate, with a note naming the file and the field."""
+    doc = yaml.safe_load((PEERS / "br-0.2.1-inference-perf-c2-1.yaml").read_text())
+    doc["results"]["request_performance"]["aggregate"]["latency"]["time_per_output_token"][
+        "p50"] = -2.5
+    p = tmp_path / "bad.yaml"
+    p.write_text(yaml.safe_dump(doc))
+    r = read_peer_file(str(p))
+    assert r.trial["decode_rate"] is None
+    assert any(n.startswith(f"withheld: {p}: ") and "time_per_output_token.p50 = -2.5" in n
+               for n in r.notes), r.notes
+    assert r.trial["ttft_s"] is not None  # the other numbers are kept

@@ -25,7 +25,7 @@ import statistics
 from typing import Any
 
 from decodescope.errors import UsageError
-from decodescope.peers.common import ELEMENTS, Parsed, Source
+from decodescope.peers.common import ELEMENTS, Fields, Parsed, Source
 from decodescope.peers.common import fmt as _fmt
 from decodescope.peers.common import num as _num
 from decodescope.peers.common import span as _span
@@ -98,13 +98,17 @@ def select(doc: dict[str, Any], path: str, benchmark: int | None) -> tuple[dict[
     return _d(benches[benchmark - 1]), benchmark - 1
 
 
-def _stat(metric: Any, key: str = "median", group: str = "successful") -> float | None:
-    m = _d(metric)
+def _stat_keys(b: dict[str, Any], name: str, key: str = "median",
+               group: str = "successful") -> tuple[str, ...] | None:
+    """Where a metric's statistic lies in the benchmark (its successful group where there is
+    one), for common.Fields; None when the group is empty (GuideLLM writes zeros: no data)."""
+    m = _d(_d(b.get("metrics")).get(name))
+    keys: tuple[str, ...] = ("metrics", name)
     if group in m and isinstance(m[group], dict):
-        m = m[group]
-    if _num(m.get("count")) == 0:  # GuideLLM writes zeros for an empty group: no data
+        m, keys = m[group], (*keys, group)
+    if _num(m.get("count")) == 0:
         return None
-    return _num(m.get(key))
+    return (*keys, key)
 
 
 def _body(req: dict[str, Any]) -> dict[str, Any]:
@@ -283,20 +287,29 @@ def read(doc: dict[str, Any], path: str = "", benchmark: int | None = None) -> P
     n_ok = int(_num(totals.get("successful")) or len(ok))
     n_err = int(_num(totals.get("errored")) or len(errored))
     n_inc = int(_num(totals.get("incomplete")) or len(incomplete))
-    tpot = _stat(m.get("time_per_output_token_ms"))
-    ttft = _stat(m.get("time_to_first_token_ms"))
-    itl = _stat(m.get("inter_token_latency_ms"))
-    duration = _num(b.get("duration"))
+    # each number through common.Fields: a bad value withheld with a note, never a number
+    f = Fields(b, path + (f" benchmark {idx + 1}" if n_bench > 1 else ""))
+
+    def ms(name: str, positive: bool = False) -> float | None:
+        k = _stat_keys(b, name)
+        return f.seconds(*k, scale=1e-3, positive=positive) if k else None
+
+    tpot_s, ttft_s = ms("time_per_output_token_ms"), ms("time_to_first_token_ms")
+    itl_s = ms("inter_token_latency_ms", positive=True)
+    itl_k = _stat_keys(b, "inter_token_latency_ms")
+    decode_rate = f.rate_per_token(*itl_k) if (itl_k and itl_s) else None
+    duration = f.seconds("duration", positive=True)
+    notes += f.withheld
     out_total = sum(out_len)
     trial: dict[str, Any] = {
         "idx": 0, "status": "ok", "requests": n_ok,
         # per request: 1 / median ITL over the successful requests. GuideLLM's ITL is
         # (latency − TTFT) / (output tokens − 1), vLLM's TPOT; its own TPOT is latency / output
         # tokens (TTFT included), kept beside as tpot_incl_ttft_s
-        "decode_rate": 1000.0 / itl if itl else None,
-        "tpot_incl_ttft_s": tpot / 1000.0 if tpot is not None else None,
-        "ttft_s": ttft / 1000.0 if ttft is not None else None,
-        "itl_median_s": itl / 1000.0 if itl is not None else None,
+        "decode_rate": decode_rate,
+        "tpot_incl_ttft_s": tpot_s,
+        "ttft_s": ttft_s,
+        "itl_median_s": itl_s,
         "output_tokens": statistics.fmean(out_len) if out_len else None,
         "prompt_tokens": statistics.fmean(in_len) if in_len else None,
         "wall_rate": out_total / duration if (duration and out_len) else None,

@@ -20,7 +20,7 @@ import re
 from datetime import datetime, timezone
 from typing import Any
 
-from decodescope.peers.common import ELEMENTS, Parsed, Source
+from decodescope.peers.common import ELEMENTS, Fields, Parsed, Source
 from decodescope.peers.common import fmt as _fmt
 from decodescope.peers.common import num as _num
 
@@ -165,13 +165,15 @@ def _d(v: Any) -> dict[str, Any]:
     return v if isinstance(v, dict) else {}
 
 
-def _ms(stat: dict[str, Any], key: str) -> float | None:
-    """A latency statistic in seconds, from ms or s units."""
-    v = _num(stat.get(key))
-    if v is None:
-        return None
-    units = str(stat.get("units") or "ms")
-    return v / 1000.0 if units.startswith("ms") else v
+AGG = ("results", "request_performance", "aggregate")  # where a report's numbers lie
+
+
+def _ms(f: Fields, name: str, positive: bool = False) -> float | None:
+    """The median of an aggregate latency in seconds, from ms or s units, read through
+    common.Fields (a bad value withheld with a note naming the field)."""
+    units = str(_d(f.raw(*AGG, "latency", name)).get("units") or "ms")
+    return f.seconds(*AGG, "latency", name, "p50",
+                     scale=1e-3 if units.startswith("ms") else 1.0, positive=positive)
 
 
 def parse(src: Source) -> list[Parsed] | None:
@@ -203,7 +205,7 @@ def read(doc: dict[str, Any], path: str = "") -> Parsed:
     std = _d(load.get("standardized"))
     own = _d(_d(_d(load.get("native")).get("config")).get(NATIVE_KEY))
     agg = _d(_d(_d(doc.get("results")).get("request_performance")).get("aggregate"))
-    reqs, lat, thr = _d(agg.get("requests")), _d(agg.get("latency")), _d(agg.get("throughput"))
+    reqs, thr = _d(agg.get("requests")), _d(agg.get("throughput"))
     out_len, in_len = _d(reqs.get("output_length")), _d(reqs.get("input_length"))
     elements: dict[str, str | None] = dict.fromkeys(ELEMENTS)
     if isinstance(own.get("elements"), dict):
@@ -244,29 +246,31 @@ def read(doc: dict[str, Any], path: str = "") -> Parsed:
         if not scen:
             notes.append("the report has no scenario (a partial report, as inference-perf "
                          "writes): the workload's elements are unknown")
-    total, failures = _num(reqs.get("total")), _num(reqs.get("failures"))
+    # each number through common.Fields: a bad value withheld with a note, never a number
+    f = Fields(doc, path)
+    total, failures = f.count(*AGG, "requests", "total"), f.count(*AGG, "requests", "failures")
     done = (total - (failures or 0)) if total is not None else None
-    tpot = _d(lat.get("time_per_output_token"))
-    tpot_med = _ms(tpot, "p50") if tpot.get("p50") is not None else None
-    if tpot_med is None and _d(lat.get("inter_token_latency")).get("p50"):
-        tpot_med = _ms(_d(lat.get("inter_token_latency")), "p50")
+    tpot_med = _ms(f, "time_per_output_token", positive=True)
+    if tpot_med is None and f.raw(*AGG, "latency", "time_per_output_token", "p50") is None \
+            and f.raw(*AGG, "latency", "inter_token_latency", "p50"):
+        tpot_med = _ms(f, "inter_token_latency", positive=True)
         notes.append("no TPOT in the report: decode rate from 1 / median ITL")
-    ttft = _d(lat.get("time_to_first_token"))
-    itl = _d(lat.get("inter_token_latency"))
+    out_rate = f.amount(*AGG, "throughput", "output_token_rate", "mean")
     trial: dict[str, Any] = {
         "idx": 0, "status": "ok", "requests": int(done) if done is not None else None,
         # per request: 1 / median TPOT (first token excluded), as for vllm bench serve
         "decode_rate": (1.0 / tpot_med) if tpot_med else None,
-        "ttft_s": _ms(ttft, "p50") if ttft.get("p50") is not None else None,
-        "itl_median_s": _ms(itl, "p50") if itl.get("p50") is not None else None,
-        "output_tokens": _num(out_len.get("mean")),
-        "prompt_tokens": _num(in_len.get("mean")),
-        "wall_rate": _num(_d(thr.get("output_token_rate")).get("mean")),
-        "aggregate_rate": _num(_d(thr.get("output_token_rate")).get("mean")),
-        "request_throughput": _num(_d(thr.get("request_rate") or thr.get("requests_rate"))
-                                   .get("mean")),
+        "ttft_s": _ms(f, "time_to_first_token"),
+        "itl_median_s": _ms(f, "inter_token_latency"),
+        "output_tokens": f.amount(*AGG, "requests", "output_length", "mean"),
+        "prompt_tokens": f.amount(*AGG, "requests", "input_length", "mean"),
+        "wall_rate": out_rate,
+        "aggregate_rate": out_rate,
+        "request_throughput": f.amount(*AGG, "throughput", "request_rate" if "request_rate"
+                                       in thr else "requests_rate", "mean"),
         "failed": failures,
     }
+    notes += f.withheld
     if total is not None:  # for the audit (peers/audit.py): the counts the report states
         inc = _num(reqs.get("incomplete")) or 0
         trial["work"] = {"successful": int(total - (failures or 0) - inc),
