@@ -2,11 +2,12 @@
 
 One run prints, side by side, for each engine (vLLM, SGLang, llama.cpp) and size (default
 1 GiB and 4 GiB): `grep -c KEYWORD FILE`, decodescope's full scan (what `decodescope logs FILE
---json` computes, sequential) and a 30-minute `--since/--until` window (the seek), each in a
-fresh process: wall time, CPU time and peak RSS of that child (os.wait4), and CPU as a
-multiple of grep's. Targets (issue 22): full scan <= 8x grep -c, peak RSS <= 200 MB at both
-sizes, window < 1 s. `--src DIR` measures another source tree (the code before a change:
-`git worktree add /tmp/before HEAD`, then `--src /tmp/before/src`).
+--json` computes) and a 30-minute `--since/--until` window (the seek), each in a fresh
+process: wall time, CPU time and peak RSS of that child (rusage of a small wrapper process),
+CPU seconds per GiB, and whether the targets are met. Targets (issue 33): full scan <= 30 s
+CPU per GiB (vLLM, SGLang) and <= 60 s (llama.cpp), peak RSS <= 100 MB, window < 1 s.
+`--src DIR` measures another source tree (the code before a change: `git worktree add
+/tmp/before HEAD`, then `--src /tmp/before/src`).
 
 Profiles (what busy servers with default logging write; all synthetic, seeded):
   vllm      per 10 s stats interval while serving: one `Engine 000:` line, one
@@ -19,12 +20,9 @@ Profiles (what busy servers with default logging write; all synthetic, seeded):
             launch, request, release and idle lines (elapsed-time stamps: no window seek).
 
     nice python bench/bench_logs.py                          # 1 and 4 GiB, three engines
-    nice python bench/bench_logs.py --sizes-mb 1024 --engines vllm --src /tmp/before/src
-    nice python bench/bench_logs.py --numpy-too     # + the scan without the C module
+    nice python bench/bench_logs.py --sizes 0.25             # a quick run
+    nice python bench/bench_logs.py --sizes 1 --engines vllm --src /tmp/before/src
     python bench/bench_logs.py --stages FILE                 # in-process stage timings
-    python bench/bench_logs.py --floor FILE --engines llamacpp  # the per-line Python floor
-    python bench/bench_logs.py --bulk-floor FILE --engines llamacpp  # the bulk read's pieces
-    python bench/bench_logs.py --bulk-floor FILE --engines sglang  # the bulk read's floor
 """
 
 from __future__ import annotations
@@ -38,7 +36,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
 
@@ -187,171 +184,6 @@ def stages(path: Path) -> None:
         print(f"{name:<28}{best:>8.3f}  {n:,}")
 
 
-def floor(path: Path, engine: str) -> None:
-    """CPU seconds (in-process, best of 3) of the pieces any per-line Python reader pays, alone:
-    handing each candidate line to Python (no parsing), one EngineWindow per window, one
-    summary add per window; and the whole read with its summary. What is left between the
-    pieces' sum and the whole read is parsing, pairing, interval and integrity rules."""
-    import dataclasses
-
-    from decodescope.records.window import EngineWindow
-    from decodescope.telemetry.logs import iter_windows, llamacpp, sglang, vllm
-    from decodescope.telemetry.logs.accumulate import LogAccumulator
-    from decodescope.telemetry.logs.parse_counts import ParseCounts
-    from decodescope.telemetry.logs.reader import read_lines
-
-    keywords = {"vllm": vllm, "sglang": sglang, "llamacpp": llamacpp}[engine].LEAN_KEYWORDS
-
-    def best(fn: Callable[[], object], n: int = 3) -> float:
-        b = math.inf
-        for _ in range(n):
-            c0 = time.process_time()
-            fn()
-            b = min(b, time.process_time() - c0)
-        return b
-
-    def lines() -> int:
-        return sum(1 for _ in read_lines(str(path), lambda: keywords, ParseCounts()))
-
-    windows = list(iter_windows(str(path), engine=engine))
-    names = [f.name for f in dataclasses.fields(EngineWindow)]
-    rows = [tuple(getattr(w, f) for f in names) for w in windows]
-
-    def summary(ws: Iterable[EngineWindow]) -> None:
-        acc = LogAccumulator()
-        for w in ws:
-            acc.add(w)
-
-    n, n_w = lines(), max(len(windows), 1)
-    search = best(lines)
-    make = best(lambda: [EngineWindow(*r) for r in rows])
-    add = best(lambda: summary(windows))
-    whole = best(lambda: summary(iter_windows(str(path), engine=engine)), 2)
-    print(f"{path} ({path.stat().st_size / 1e6:.0f} MB), {engine}: {n:,} candidate lines, "
-          f"{len(windows):,} windows; CPU s, best of 3")
-    print(f"  candidate lines to Python (no parsing) {search:8.3f}")
-    print(f"  one EngineWindow per window            {make:8.3f}  ({make / n_w * 1e6:.1f} us each)")
-    print(f"  one summary add per window             {add:8.3f}  ({add / n_w * 1e6:.1f} us each)")
-    print(f"  sum of the three (the floor)           {search + make + add:8.3f}")
-    print(f"  whole read + summary adds              {whole:8.3f}")
-
-
-def _blocks(path: Path) -> Iterable[bytearray]:
-    """The file's whole lines in blocks of the bulk read's size, each after a newline (the
-    bytes of a line cut by a block's end come with the next block)."""
-    from decodescope.telemetry.logs import bulk_sglang
-
-    rest = b""
-    with open(path, "rb", buffering=0) as f:
-        while block := f.read(bulk_sglang.BLOCK_BYTES):
-            cut = block.rfind(b"\n") + 1
-            yield bytearray(b"\n" + rest + block[:cut])
-            rest = block[cut:]
-
-
-def best(fn: Callable[[], object]) -> float:
-    """The least CPU seconds of two runs of fn."""
-    b = math.inf
-    for _ in range(2):
-        c0 = time.process_time()
-        fn()
-        b = min(b, time.process_time() - c0)
-    return b
-
-
-def bulk_floor(path: Path, engine: str) -> None:
-    """CPU seconds (in-process, best of 2) of the pieces the bulk read (bulk_vllm.py,
-    bulk_sglang.py) pays over the whole file in its 8 MiB blocks, alone: reading the blocks,
-    finding the keyword places and matching the line templates (linescan.py), the scans for
-    the other engines' watch keywords."""
-    import numpy as np
-
-    from decodescope.telemetry.logs import bulk_sglang, bulk_vllm, linescan
-
-    if engine == "llamacpp":
-        return _llamacpp_floor(path)
-    if engine not in ("vllm", "sglang"):
-        sys.exit("--bulk-floor: vllm, sglang or llamacpp")
-    kinds = [(bulk_sglang._KEY, bulk_sglang._TEMPLATE)] if engine == "sglang" else \
-        [(bulk_vllm._STATS_KEY, bulk_vllm._STATS_T),
-         (bulk_vllm._SPEC_KEY, bulk_vllm._spec_template(3))]
-    kws = bulk_sglang._WATCH if engine == "sglang" else bulk_vllm._WATCH
-
-    def blocks() -> Iterable[bytearray]:
-        return _blocks(path)
-
-    def places(match: bool) -> None:
-        scan = None
-        for d in blocks():
-            scan = scan or linescan.Scan(d)
-            buf = np.frombuffer(d, np.uint8)
-            for kw, template in kinds:
-                at = scan.find(buf, d, kw, len(d))
-                if match and len(at):
-                    linescan.match(buf, at + len(kw), len(d), template)
-
-    def watch() -> None:
-        scan = None
-        for d in blocks():
-            scan = scan or linescan.Scan(d)
-            scan.any_kw(d, kws, len(d))
-
-    read = best(lambda: sum(1 for _ in blocks()))
-    find = best(lambda: places(False)) - read
-    lines = best(lambda: places(True)) - read - find
-    scans = best(watch) - read
-    print(f"{path} ({path.stat().st_size / 1e6:.0f} MB), {engine}: CPU s, best of 2")
-    print(f"  read the 8 MiB blocks                  {read:8.3f}")
-    print(f"  keyword places (minus the read)        {find:8.3f}")
-    print(f"  line templates (minus the above)       {lines:8.3f}")
-    print(f"  watch-keyword scans (minus the read)   {scans:8.3f}")
-    print(f"  sum (the bulk read's floor)            {read + find + lines + scans:8.3f}")
-
-
-def _llamacpp_floor(path: Path) -> None:
-    """The pieces bulk_llamacpp.py pays over the whole file, alone (CPU s, best of 2): the
-    blocks; the newline places and the keyword places (one compare per byte the keywords are
-    found by, Scan.plan); the same and the line templates (BulkLlamacpp.lines); the whole
-    bulk read (order checks, requests summed as arrays, kept windows)."""
-    import numpy as np
-
-    from decodescope.telemetry.logs import bulk_llamacpp as bl
-    from decodescope.telemetry.logs.accumulate import LogAccumulator
-    from decodescope.telemetry.logs.linescan import Scan, compiled
-    from decodescope.telemetry.logs.parse_counts import ParseCounts
-
-    def blocks() -> Iterable[bytearray]:
-        return _blocks(path)
-
-    def places(templates: bool) -> None:
-        scan = by = None
-        bulk = bl.BulkLlamacpp(LogAccumulator(), ParseCounts(), 0)
-        for d in blocks():
-            buf = np.frombuffer(d, np.uint8)
-            if scan is None:
-                scan = Scan(buf)
-                by = scan.plan((*bl.KEYWORDS, bl._SKIP))
-            assert by is not None
-            nl = scan.find(buf, d, b"\n", len(d))  # as the read: memchr or numpy
-            found = scan.find_many(buf, d, bl.KEYWORDS, len(d), by)
-            if templates:
-                li = np.concatenate([np.searchsorted(nl, q) - 1 for q in found])
-                order = np.argsort(li, kind="stable")
-                which = np.repeat(np.arange(len(found)), [len(q) for q in found])[order]
-                bulk.lines(buf, len(d), nl[li[order]] + 1, which)
-
-    read = best(lambda: sum(1 for _ in blocks()))
-    find = best(lambda: places(False)) - read
-    lines = best(lambda: places(True)) - read - find
-    whole = best(lambda: bl.read(str(path), LogAccumulator(), ParseCounts(), 1000))
-    print(f"{path} ({path.stat().st_size / 1e6:.0f} MB), llamacpp: CPU s, best of 2; "
-          f"compiled parts: {compiled() is not None}")
-    print(f"  read the 8 MiB blocks                    {read:8.3f}")
-    print(f"  newline and keyword places               {find:8.3f}")
-    print(f"  line templates (stamps, numbers)         {lines:8.3f}")
-    print(f"  whole bulk read (all of it, and the sum) {whole:8.3f}")
-
-
 def sglang_generate(path: Path, size_mb: int, seed: int = 1) -> None:
     """A realistic SGLang server log (synthetic): per request a `Prefill batch.` line and a
     uvicorn access line; while decoding a `Decode batch,` line every 40 batch steps (EAGLE,
@@ -461,13 +293,13 @@ GENERATORS = {"vllm": lambda p, mb: generate(p, mb, "realistic"),
 GREP_KEY = {"vllm": "Avg generation throughput", "sglang": "Decode batch",
             "llamacpp": "eval time ="}
 
-# The child: what `decodescope logs FILE --json` does (summary JSON to /dev/null); sequential
-# (parallel=False) so the figure does not depend on the machine's load. Prints the window count.
+# The child: what `decodescope logs FILE --json` does (summary JSON to /dev/null). Prints the
+# window count and the first and last window times.
 RUN = """
 import json, sys
 from decodescope.telemetry.logs import analyze_log
 path, since, until = sys.argv[1:4]
-s = analyze_log(path, since=since or None, until=until or None, parallel=False)
+s = analyze_log(path, since=since or None, until=until or None)
 with open("/dev/null", "w") as f:
     json.dump(s.to_dict(), f, default=str)
 print(s.windows_total, s.t_first_s, s.t_last_s)
@@ -498,56 +330,66 @@ def measure(cmd: list[str], env: dict[str, str]) -> tuple[float, float, float, s
     return float(tail[2]), float(tail[3]), int(tail[4]) / 1024, proc.stdout.decode()
 
 
-def matrix(engines: list[str], sizes: list[int], workdir: Path, src: str | None,
-           keep: bool, numpy_too: bool = False) -> None:
+# Targets (issue 33): full-scan CPU seconds per GiB, peak RSS, window wall time.
+SCAN_CPU_PER_GIB = {"vllm": 30.0, "sglang": 30.0, "llamacpp": 60.0}
+PEAK_RSS_MB = 100.0
+WINDOW_WALL_S = 1.0
+
+
+def _row(label: str, read: str, wall: float, cpu: float, rss: float, per_gib: str,
+         target: str, windows: str) -> None:
+    print(f"| {label:<18}| {read:<14}| {wall:>7.2f} | {cpu:>7.2f} | {rss:>7.0f} | {per_gib:>9} |"
+          f" {target:<28}| {windows}", flush=True)
+
+
+def _ok(good: bool) -> str:
+    return "ok" if good else "MISSED"
+
+
+def matrix(engines: list[str], sizes: list[float], workdir: Path, src: str | None,
+           keep: bool) -> None:
     env = dict(os.environ)
     if src:
         env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
-    compiled = subprocess.run(
-        [sys.executable, "-c", "from decodescope.telemetry.logs import linescan as l; "
-         "print(l._compiled is not None)"], env=env, capture_output=True, text=True,
-        check=False).stdout.strip()
-    print(f"decodescope from {src or 'the installed package'} (compiled line templates: "
-          f"{compiled or 'unknown'}); {os.cpu_count()} CPUs, load "
+    where = src or (f"PYTHONPATH {os.environ['PYTHONPATH']}" if os.environ.get("PYTHONPATH")
+                    else "the installed package")
+    print(f"decodescope from {where}; {os.cpu_count()} CPUs, load "
           f"average {os.getloadavg()[0]:.1f}; warm page cache; one fresh process per row")
-    print(f"| {'log':<22}| {'read':<22}| {'wall s':>7} | {'cpu s':>6} | {'peak RSS MB':>11} |"
-          f" {'x grep -c (cpu)':>15} | windows")
-    print(f"|{'-' * 23}|{'-' * 23}|{'-' * 9}|{'-' * 8}|{'-' * 13}|{'-' * 17}|--------")
+    print(f"| {'log':<18}| {'read':<14}| {'wall s':>7} | {'cpu s':>7} | {'RSS MB':>7} |"
+          f" {'cpu s/GiB':>9} | {'target':<28}| windows")
+    print(f"|{'-' * 19}|{'-' * 15}|{'-' * 9}|{'-' * 9}|{'-' * 9}|{'-' * 11}|{'-' * 29}|--------")
     for size in sizes:
         for eng in engines:
-            path = workdir / f"{eng}-{size}mb.log"
+            mb = max(1, round(size * 1024))
+            path = workdir / f"{eng}-{mb}mb.log"
             if not path.exists():
                 t0 = time.perf_counter()
-                GENERATORS[eng](path, size)
+                GENERATORS[eng](path, mb)
                 print(f"generated {path} ({path.stat().st_size / 1e6:.0f} MB) in "
                       f"{time.perf_counter() - t0:.0f} s", file=sys.stderr)
             subprocess.run(["cat", str(path)], stdout=subprocess.DEVNULL, check=True)
-            label = f"{eng} {path.stat().st_size / (1 << 30):.2f} GiB"
+            gib = path.stat().st_size / (1 << 30)
+            label = f"{eng} {gib:.2f} GiB"
             py = [sys.executable, "-c", RUN, str(path)]
             wall, cpu, rss, out = measure(["grep", "-c", GREP_KEY[eng], str(path)], env)
-            grep_cpu = max(cpu, 1e-3)
-            print(f"| {label:<22}| {'grep -c':<22}| {wall:>7.2f} | {cpu:>6.2f} | {rss:>11.0f} |"
-                  f" {'1.0':>15} | {out.strip()} lines", flush=True)
-            if numpy_too:  # the same scan with the templates run by numpy (no C module)
-                wall, cpu, rss, out = measure([*py, "", ""],
-                                              {**env, "DECODESCOPE_PURE_NUMPY": "1"})
-                print(f"| {label:<22}| {'full scan, numpy only':<22}| {wall:>7.2f} | "
-                      f"{cpu:>6.2f} | {rss:>11.0f} | {cpu / grep_cpu:>15.1f} | "
-                      f"{out.split()[0]}", flush=True)
+            _row(label, "grep -c", wall, cpu, rss, f"{cpu / gib:.2f}", "", f"{out.strip()} lines")
             wall, cpu, rss, out = measure([*py, "", ""], env)
             n, t0s, t1s = out.split()
-            print(f"| {label:<22}| {'full scan':<22}| {wall:>7.2f} | {cpu:>6.2f} | {rss:>11.0f} |"
-                  f" {cpu / grep_cpu:>15.1f} | {n}", flush=True)
+            limit = SCAN_CPU_PER_GIB[eng]
+            _row(label, "full scan", wall, cpu, rss, f"{cpu / gib:.2f}",
+                 f"<={limit:.0f} s/GiB {_ok(cpu / gib <= limit)}, RSS {_ok(rss <= PEAK_RSS_MB)}",
+                 n)
             if t0s == "None" or t1s == "None":
-                print(f"| {label:<22}| {'30-min window':<22}| {'n/a':>7} | {'':>6} | {'':>11} |"
-                      f" {'':>15} | (no clock time)", flush=True)
+                print(f"| {label:<18}| {'30-min window':<14}| {'n/a':>7} | {'':>7} | {'':>7} |"
+                      f" {'':>9} | {'':<28}| (no clock time)", flush=True)
             else:
                 mid = float(t0s) + (float(t1s) - float(t0s)) * 0.6
                 since = datetime.fromtimestamp(mid).strftime("%m-%d %H:%M")
                 until = datetime.fromtimestamp(mid + 1800).strftime("%m-%d %H:%M")
                 wall, cpu, rss, out = measure([*py, since, until], env)
-                print(f"| {label:<22}| {'30-min window (seek)':<22}| {wall:>7.2f} | {cpu:>6.2f} |"
-                      f" {rss:>11.0f} | {cpu / grep_cpu:>15.1f} | {out.split()[0]}", flush=True)
+                _row(label, "30-min window", wall, cpu, rss, "",
+                     f"<1 s {_ok(wall < WINDOW_WALL_S)}, RSS {_ok(rss <= PEAK_RSS_MB)}",
+                     out.split()[0])
             if not keep:
                 path.unlink()
 
@@ -555,25 +397,14 @@ def matrix(engines: list[str], sizes: list[int], workdir: Path, src: str | None,
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sizes-mb", default="1024,4096",
-                    help="comma-separated log sizes in MiB (default 1 GiB and 4 GiB)")
+    ap.add_argument("--sizes", default="1,4",
+                    help="comma-separated log sizes in GiB (default 1 and 4; 0.25 for a quick run)")
     ap.add_argument("--engines", default="vllm,sglang,llamacpp")
     ap.add_argument("--dir", help="where the logs are generated (reused when present; kept)")
     ap.add_argument("--src", help="a decodescope source tree to measure instead of the "
                     "installed one (PYTHONPATH of the children): the code before a change")
-    ap.add_argument("--numpy-too", action="store_true",
-                    help="also the full scan with every line template run by numpy "
-                         "(DECODESCOPE_PURE_NUMPY=1: the code without its C module)")
     ap.add_argument("--stages", metavar="FILE",
                     help="instead of the table, time analyze_log's stages in-process on FILE")
-    ap.add_argument("--bulk-floor", metavar="FILE",
-                    help="instead of the table, time (in-process) the pieces the bulk read "
-                         "pays on FILE (read, keyword places, line templates, keyword scans), "
-                         "a vLLM or SGLang "
-                         "log of the first of --engines")
-    ap.add_argument("--floor", metavar="FILE",
-                    help="instead of the table, time (in-process) the pieces any per-line "
-                         "Python reader pays on FILE, a log of the first of --engines")
     args = ap.parse_args()
     if args.stages:
         stages(Path(args.stages))
@@ -581,18 +412,16 @@ def main() -> int:
     engines = [e for e in args.engines.split(",") if e]
     if unknown := [e for e in engines if e not in GENERATORS]:
         ap.error(f"unknown engine(s) {unknown}: use {', '.join(GENERATORS)}")
-    if args.floor:
-        floor(Path(args.floor), engines[0])
-        return 0
-    if args.bulk_floor:
-        bulk_floor(Path(args.bulk_floor), engines[0])
-        return 0
-    sizes = [int(s) for s in args.sizes_mb.split(",") if s]
+    try:
+        sizes = [float(s) for s in args.sizes.split(",") if s]
+    except ValueError:
+        ap.error(f"--sizes {args.sizes!r}: give sizes in GiB, e.g. 0.25,1")
+    if not sizes or any(s <= 0 for s in sizes):
+        ap.error("--sizes: give positive sizes in GiB, e.g. 0.25,1")
     workdir = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="bench_logs_"))
     workdir.mkdir(parents=True, exist_ok=True)
     try:
-        matrix(engines, sizes, workdir, args.src, keep=args.dir is not None,
-               numpy_too=args.numpy_too)
+        matrix(engines, sizes, workdir, args.src, keep=args.dir is not None)
     finally:
         if not args.dir:
             shutil.rmtree(workdir, ignore_errors=True)

@@ -17,7 +17,6 @@ from decodescope.doctor.checks import check_endpoint, check_log, check_timer, mi
 from decodescope.doctor.diagnose import DoctorReport, render_doctor, run_doctor
 from decodescope.exitcodes import DOCTOR_ERRORS, DOCTOR_OK, DOCTOR_WARNINGS
 from decodescope.records.findings import Finding
-from decodescope.telemetry.logs import linescan
 
 VLLM_METRICS = """\
 # HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts.
@@ -112,33 +111,6 @@ def test_log_checks(tmp_path: Path) -> None:
         unreadable.write_text("x")
         unreadable.chmod(0)
         assert codes(check_log(str(unreadable)))["log.unreadable"].severity == "error"
-
-
-def test_doctor_says_how_the_log_reader_runs(tmp_path: Path,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    log = tmp_path / "vllm.log"
-    log.write_text("INFO 09-15 23:30:00 [loggers.py:271] Engine 000: Avg prompt throughput: "
-                   "0.0 tokens/s, Avg generation throughput: 100.2 tokens/s\n")
-    monkeypatch.setattr(linescan, "_PURE", True)
-    found = codes(run_doctor(log_path=str(log), check_timers=False).findings)
-    assert "DECODESCOPE_PURE_NUMPY" in found["log.reader_numpy"].cause
-    monkeypatch.setattr(linescan, "_PURE", False)
-    monkeypatch.setattr(linescan, "_compiled", None)
-    found = codes(run_doctor(log_path=str(log), check_timers=False).findings)
-    assert "not built" in found["log.reader_numpy"].cause and "log.reader" not in found
-    assert "C compiler" in (found["log.reader_numpy"].remedy or "")
-    monkeypatch.setattr(linescan, "_STALE", True)
-    found = codes(run_doctor(log_path=str(log), check_timers=False).findings)
-    assert "other sources" in found["log.reader_numpy"].cause
-    assert "log.reader" not in codes(run_doctor(check_timers=False).findings)  # no --log
-
-
-@pytest.mark.skipif(linescan._compiled is None, reason="built without a C compiler")
-def test_doctor_says_the_compiled_reader_is_in_use(tmp_path: Path) -> None:
-    log = tmp_path / "x.log"
-    log.write_text("hello\n")
-    found = codes(run_doctor(log_path=str(log), check_timers=False).findings)
-    assert found["log.reader"].severity == "info" and "log.reader_numpy" not in found
 
 
 def test_timer() -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import sidefaults
 from sidefaults import SideFaultServer
 
 from decodescope import edge
@@ -79,7 +80,8 @@ def test_reader_never_inflates_a_compressed_answer_past_the_limit():
     """Asked for identity, answered with a gzip that inflates to 256 MiB: inflated only up to
     the limit; a small gzip answer still reads; an encoding it cannot bound is refused."""
     faults = {"/v1/models": "gzip_bomb", "/version": "gzip_ok", "/props": "brotli"}
-    with SideFaultServer(faults) as srv, httpx.Client(trust_env=False, timeout=5) as c:
+    sidefaults._gzip_bomb()  # built before the server answers: its CPU is not the client's wait
+    with SideFaultServer(faults) as srv, httpx.Client(trust_env=False, timeout=30) as c:
         with pytest.raises(ResponseTooLargeError, match="answered more than 64 KiB"):
             edge.side_request(c, "GET", srv.url, SMALL)
         assert edge.side_request(c, "GET", srv.url, edge.VERSION).json() == {"version": "0.0-gzip"}

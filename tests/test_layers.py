@@ -70,3 +70,19 @@ def test_an_upward_import_is_named_with_the_module_behind_it(tmp_path):
     found = layers.problems(layers.build_graph(pkg))
     assert found == ["records (records) imports verdict (verdict): "
                      "decodescope.records.trace -> decodescope.verdict"]
+
+
+def test_a_cycle_between_modules_of_one_package_is_found(tmp_path):
+    """Issue 33: inside one package too, lazily or not, `from pkg import module` included;
+    a package whose __init__ re-exports its modules is not a cycle with them."""
+    layers = _layers()
+    pkg = _write(tmp_path, {
+        "__init__.py": "",
+        "telemetry/__init__.py": "from decodescope.telemetry.pipeline import run\n",
+        "telemetry/pipeline.py": "def run():\n    from decodescope.telemetry import seek\n",
+        "telemetry/seek.py": "from decodescope.telemetry.pipeline import run\n",
+        "telemetry/clock.py": "import decodescope.telemetry\n",
+    })
+    found = layers.problems(layers.build_graph(pkg))
+    assert found == ["import cycle between modules decodescope.telemetry.pipeline <-> "
+                     "decodescope.telemetry.seek: move what both need into a module below them"]

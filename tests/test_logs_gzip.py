@@ -22,7 +22,6 @@ from decodescope.telemetry.logs import (
     analyze_log,
     is_simulated,
     iter_windows,
-    parallel,
     parse_time,
     seek,
 )
@@ -58,7 +57,7 @@ def _gz(plain: Path, name: str) -> Path:
 @pytest.mark.parametrize("name", ["engine.log.gz", "engine.log.1.gz", "no-suffix"])
 def test_gzip_log_reads_like_the_plain_one(plain: Path, name: str):
     gz = _gz(plain, name)  # told by its first bytes, not its name
-    want = analyze_log(str(plain), year=2026, parallel=False)
+    want = analyze_log(str(plain), year=2026)
     got = analyze_log(str(gz), year=2026)
     assert got.windows == want.windows and got.windows_total == 120
     assert got.lines["bytes_read"] == plain.stat().st_size
@@ -86,13 +85,12 @@ def test_two_gzip_members_are_one_log(plain: Path, tmp_path: Path):
     assert analyze_log(str(p), year=2026).windows == analyze_log(str(plain), year=2026).windows
 
 
-def test_seek_and_parallel_paths_leave_a_compressed_log_to_the_sequential_read(
+def test_seek_path_leaves_a_compressed_log_to_the_sequential_read(
         plain: Path, monkeypatch):
     gz = _gz(plain, "engine.log.gz")
     monkeypatch.setattr(seek, "SEEK_MIN_BYTES", 1)
-    monkeypatch.setattr(parallel, "PARALLEL_MIN_BYTES", 1)
-    want = list(iter_windows(str(plain), year=2026, parallel=False))
-    assert list(iter_windows(str(gz), year=2026, parallel=True)) == want
+    want = list(iter_windows(str(plain), year=2026))
+    assert list(iter_windows(str(gz), year=2026)) == want
     sel = Selection(since=parse_time("10:05"), until=parse_time("10:15"))
     got = list(sel.apply(iter_windows(str(gz), year=2026, selection=sel)))
     sel2 = Selection(since=parse_time("10:05"), until=parse_time("10:15"))

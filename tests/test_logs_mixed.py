@@ -16,7 +16,6 @@ from decodescope.telemetry.logs import (
     Selection,
     analyze_log,
     iter_windows,
-    parallel,
     parse_time,
     seek,
 )
@@ -57,7 +56,7 @@ def logs(tmp_path: Path) -> dict[str, str]:
 
 
 def test_vllm_and_sglang_interleaved_are_both_read(logs):
-    got = list(iter_windows(logs["mixed"], year=2026, parallel=False))
+    got = list(iter_windows(logs["mixed"], year=2026))
     v = list(iter_windows(logs["vllm"], year=2026))
     s = list(iter_windows(logs["sglang"], year=2026))
     assert [w for w in got if w.engine == "vllm"] == v
@@ -136,13 +135,11 @@ def test_a_restart_is_a_note_not_a_warning(tmp_path: Path):
     assert codes.get("logs.server_restarted") == "info" and "logs.servers_mixed" not in codes
 
 
-def test_parallel_and_seek_leave_a_mixed_log_to_the_sequential_read(logs, monkeypatch):
+def test_seek_leaves_a_mixed_log_to_the_sequential_read(logs, monkeypatch):
     monkeypatch.setattr(seek, "SEEK_MIN_BYTES", 1)
     monkeypatch.setattr(seek, "HEAD_BYTES", 2 << 10)
-    assert parallel.parallel_windows(logs["mixed"], engine=None, year=2026,
-                                     counts=ParseCounts(), workers=2) is None
-    want = list(iter_windows(logs["mixed"], year=2026, parallel=False))
-    assert list(iter_windows(logs["mixed"], year=2026, parallel=True)) == want
+    want = list(iter_windows(logs["mixed"], year=2026))
+    assert list(iter_windows(logs["mixed"], year=2026)) == want
     sel = Selection(since=parse_time("10:03"), until=parse_time("10:06"))
     assert seek.seek_windows(logs["mixed"], sel, engine=None, year=2026,
                              counts=ParseCounts()) is None
@@ -163,7 +160,7 @@ def backwards_log(tmp_path: Path, jump_s: float = 3600.0) -> tuple[str, int]:
 def test_a_jump_back_is_counted_located_and_said(tmp_path: Path, capsys):
     path, offset = backwards_log(tmp_path)
     counts = ParseCounts()
-    windows = list(iter_windows(path, year=2026, counts=counts, parallel=False))
+    windows = list(iter_windows(path, year=2026, counts=counts))
     assert len(windows) == 30  # nothing dropped, nothing reordered: line order
     assert [w.t_end_s for w in windows][19:21] == [T0 + 200, T0 + 210 - 3600]
     assert counts.backwards == 1 and counts.backwards_max_s == 3600 - 10
@@ -182,20 +179,3 @@ def test_small_disorder_is_not_a_jump(tmp_path: Path):
     counts = ParseCounts()
     list(iter_windows(write(tmp_path / "d.log", lines), year=2026, counts=counts))
     assert counts.backwards == 0
-
-
-@pytest.mark.parametrize("workers", [2, 3])
-def test_parallel_read_counts_jumps_like_the_sequential_read(tmp_path: Path, monkeypatch, workers):
-    from decodescope.telemetry.logs import reader
-
-    monkeypatch.setattr(parallel, "WARMUP_BYTES", 4 << 10)
-    monkeypatch.setattr(reader, "READ_BYTES", 4 << 10)
-    lines = []
-    for i in range(600):
-        lines += [access_line(40000 + i % 900), *vllm_lines(i, offset=-900.0 if i >= 300 else 0)]
-    path = write(tmp_path / "p.log", lines)
-    c1, c2 = ParseCounts(), ParseCounts()
-    want = list(iter_windows(path, year=2026, counts=c1, parallel=False))
-    it = parallel.parallel_windows(path, engine=None, year=2026, counts=c2, workers=workers)
-    assert it is not None and list(it) == want
-    assert c1.backwards == 1 and c2.to_dict() == c1.to_dict()

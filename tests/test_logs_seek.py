@@ -16,12 +16,10 @@ from decodescope.telemetry.logs import (
     Selection,
     analyze_log,
     iter_windows,
-    parallel,
     parse_time,
     seek,
     segments,
 )
-from decodescope.telemetry.logs.accumulate import spec_of
 from decodescope.telemetry.logs.synth import access_line, engine_line, spec_line
 from decodescope.verdict.side_resolve import read_log
 
@@ -31,7 +29,6 @@ def small_thresholds(monkeypatch):
     monkeypatch.setattr(seek, "SEEK_MIN_BYTES", 1)
     monkeypatch.setattr(seek, "HEAD_BYTES", 16 << 10)
     monkeypatch.setattr(seek, "PROBE_BYTES", 8 << 10)
-    monkeypatch.setattr(parallel, "WARMUP_BYTES", 16 << 10)
     monkeypatch.setattr(segments, "read_lines", _small_blocks(segments.read_lines))
 
 
@@ -78,7 +75,7 @@ def sequential(path: str, since: str | None, until: str | None, year: int | None
     old = seek.SEEK_MIN_BYTES
     seek.SEEK_MIN_BYTES = 1 << 60
     try:
-        return list(sel.apply(iter_windows(path, year=year, parallel=False, selection=sel)))
+        return list(sel.apply(iter_windows(path, year=year, selection=sel)))
     finally:
         seek.SEEK_MIN_BYTES = old
 
@@ -145,27 +142,3 @@ def test_triage_side_reads_the_same_windows_and_context(tmp_path: Path):
     assert a.windows == b.windows and a.engine == b.engine
     key = lambda w: (w.printed.get("pid"), w.engine_id)  # noqa: E731
     assert {key(w): w for w in a.before} == {key(w): w for w in b.before}
-
-
-@pytest.mark.parametrize("kw", [{}, {"twice": True}, {"pids": (5020, 6060)}])
-@pytest.mark.parametrize("workers", [2, 3])
-def test_parallel_read_is_the_sequential_read(tmp_path: Path, kw, workers):
-    log = write_log(tmp_path / "v.log", datetime(2026, 12, 31, 18, 0), 10, **kw)
-    c1, r1 = ParseCounts(), []
-    want = list(iter_windows(log, year=2026, counts=c1, parallel=False, reader_out=r1))
-    c2, r2 = ParseCounts(), []
-    it = parallel.parallel_windows(log, engine=None, year=2026, counts=c2, reader_out=r2,
-                                   workers=workers)
-    assert it is not None
-    got = list(it)
-    assert got == want
-    assert c2.to_dict() == c1.to_dict()
-    assert spec_of(r2[0]) == spec_of(r1[0])
-
-
-def test_parallel_rereads_a_range_whose_state_differs(tmp_path: Path, monkeypatch):
-    log = write_log(tmp_path / "v.log", datetime(2026, 9, 1, 0, 0), 6)
-    want = list(iter_windows(log, year=2026, parallel=False))
-    monkeypatch.setattr(parallel, "continues", lambda *a: False)  # every check fails
-    it = parallel.parallel_windows(log, engine=None, year=2026, counts=ParseCounts(), workers=3)
-    assert it is not None and list(it) == want

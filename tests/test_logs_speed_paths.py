@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 
-from decodescope.telemetry.logs import analyze_log, llamacpp, pipeline, sglang
+from decodescope.telemetry.logs import analyze_log, lines, llamacpp, sglang
 from decodescope.telemetry.logs.accumulate import OVERLAP_KEPT, LogAccumulator
 from decodescope.telemetry.logs.clock import Clock
 from decodescope.telemetry.logs.fields import fast_number, number
+from decodescope.telemetry.logs.lines import _same
 from decodescope.telemetry.logs.parse_counts import ParseCounts
-from decodescope.telemetry.logs.pipeline import _same
 
 DATA = Path(__file__).parent / "data"
 LOGS = sorted((DATA / "real-logs").glob("*.log")) + sorted((DATA / "llamacpp-embedded").glob("*.log"))
@@ -142,7 +142,7 @@ def _plain_overlap(self: LogAccumulator, start: float, end: float) -> int:
 def test_real_logs_read_as_without_the_shortcuts(path: Path, monkeypatch: pytest.MonkeyPatch):
     fast = analyze_log(str(path)).to_dict()
     monkeypatch.setattr(LogAccumulator, "_note_span", _plain_overlap)
-    monkeypatch.setattr(pipeline, "_same", _same_plain)
+    monkeypatch.setattr(lines, "_same", _same_plain)
     monkeypatch.setattr(sglang, "fast_number", number)
     monkeypatch.setattr(sglang, "_median", statistics.median)
     monkeypatch.setattr(llamacpp, "_FAST_TIME", re.compile(r"(?!)"))  # never matches

@@ -11,8 +11,8 @@ import pytest
 from decodescope.records.summary import Summary
 from decodescope.records.window import EngineWindow
 from decodescope.telemetry.logs import LogAccumulator, ParseCounts, analyze_log
-from decodescope.telemetry.logs.accumulate import FAST_SUMMARY_MIN_N, summary_of
 from decodescope.telemetry.logs.bins import MAX_BINS, Binner
+from decodescope.telemetry.logs.figures import FAST_SUMMARY_MIN_N, summary_of
 from decodescope.telemetry.logs.synth import engine_line, spec_line
 
 

@@ -2,7 +2,8 @@
 
     python tools/layers.py            the graph, layer by layer (what docs/architecture.md shows)
     python tools/layers.py --mermaid  the same graph as a Mermaid diagram
-    python tools/layers.py --check    exit 1 on an import cycle or an import that goes up a layer
+    python tools/layers.py --check    exit 1 on an import cycle (between units, or between the
+                                      modules of one package) or an import that goes up a layer
 
 Every import statement counts, at module top or inside a function, `import x` or
 `from x import y`: a lazy import is still a dependency. A module named in a string and loaded
@@ -46,6 +47,8 @@ class Graph:
     edges: dict[str, set[str]] = field(default_factory=dict)
     # (from unit, to unit) -> the module-level imports behind the edge, for messages
     why: dict[tuple[str, str], set[str]] = field(default_factory=dict)
+    # module -> the modules it imports (module_graph), for cycles inside one package
+    modules: dict[str, set[str]] = field(default_factory=dict)
 
 
 def unit_of(module: str) -> str:
@@ -94,11 +97,38 @@ def build_graph(src: Path = SRC) -> Graph:
                 if there != here:
                     g.edges[here].add(there)
                     g.why.setdefault((here, there), set()).add(f"{module} -> {target}")
+    g.modules = module_graph(src)
     return g
 
 
 def layer_of() -> dict[str, int]:
     return {unit: i for i, (_, units) in enumerate(LAYERS) for unit in units}
+
+
+def module_graph(src: Path = SRC) -> dict[str, set[str]]:
+    """Module -> the modules it imports (every import statement, lazy ones too). `from p import m`
+    where p.m is a module is an import of p.m; the implicit import of a module's parent packages
+    is not counted (else every package whose __init__ re-exports would be a cycle)."""
+    files = {(_module_name(p, src)): p for p in sorted(src.rglob("*.py"))}
+    modules = {m for m, _ in files}
+    edges: dict[str, set[str]] = {}
+    for (module, package), path in files.items():
+        out = edges.setdefault(module, set())
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.ImportFrom):
+                for base in _imported(node, package):
+                    for a in node.names:
+                        sub = f"{base}.{a.name}"
+                        if sub in modules:
+                            out.add(sub)
+                        elif base in modules:
+                            out.add(base)
+            else:
+                out.update(t for t in _imported(node, package) if t in modules)
+        out.discard(module)
+    return edges
+
+
 
 
 def cycles(g: Graph) -> list[list[str]]:
@@ -139,6 +169,8 @@ def cycles(g: Graph) -> list[list[str]]:
 def problems(g: Graph) -> list[str]:
     """Every cycle, unit without a layer, and import that goes up (or sideways) a layer."""
     found = [f"import cycle between {' <-> '.join(c)}" for c in cycles(g)]
+    found += [f"import cycle between modules {' <-> '.join(c)}: move what both need into a "
+              "module below them" for c in cycles(Graph(edges=g.modules))]
     layers = layer_of()
     for unit in sorted(g.edges):
         if unit not in layers:

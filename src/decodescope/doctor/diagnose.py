@@ -144,21 +144,6 @@ def proxy_findings(url: str, env: Mapping[str, str], *, socksio_available: bool,
     return routes, out
 
 
-def check_log_reader() -> Finding:
-    """Whether `decodescope logs` reads with its compiled parts (docs/logs.md, sixth step)."""
-    from decodescope.telemetry.logs.linescan import numpy_only_because
-
-    why = numpy_only_because()
-    if why is None:
-        return Finding("log.reader", "log reader: compiled parts in use (C module _linescan)",
-                       severity="info")
-    return Finding(
-        "log.reader_numpy", f"log reader runs numpy only: {why}; a full scan of a big log "
-        "takes 1.5-2.1x the CPU time (the same numbers)",
-        remedy="reinstall decodescope where a C compiler (cc) is on PATH, "
-               "or unset DECODESCOPE_PURE_NUMPY", severity="info")
-
-
 def run_doctor(url: str | None = None, *, model: str | None = None, log_path: str | None = None,
                env: Mapping[str, str] | None = None, client: httpx.Client | None = None,
                socksio_available: bool | None = None, pysocks_available: bool | None = None,
@@ -187,7 +172,6 @@ def run_doctor(url: str | None = None, *, model: str | None = None, log_path: st
                 http.close()
     if log_path is not None:
         findings.extend(check_log(log_path))
-        findings.append(check_log_reader())
     if check_timers:
         findings.extend(check_timer())
     return DoctorReport(url=redact_url(url) if url else None, routes=routes,

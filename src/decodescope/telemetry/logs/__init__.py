@@ -13,11 +13,12 @@ from decodescope.telemetry.logs.accumulate import (
     is_simulated,
     window_step_rate,
 )
+from decodescope.telemetry.logs.lines import ENGINE_NAMES
 from decodescope.telemetry.logs.log_summary import EngineSeen, IdleGap, LogSummary
 from decodescope.telemetry.logs.parse_counts import ParseCounts
-from decodescope.telemetry.logs.pipeline import ENGINE_NAMES, Selection, iter_windows
+from decodescope.telemetry.logs.pipeline import iter_windows
 from decodescope.telemetry.logs.reader import check_log_path
-from decodescope.telemetry.logs.selectors import TimeSpec, parse_time, split_selector
+from decodescope.telemetry.logs.selectors import Selection, TimeSpec, parse_time, split_selector
 
 __all__ = [
     "ENGINE_NAMES",

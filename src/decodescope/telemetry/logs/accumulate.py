@@ -9,9 +9,6 @@ that grows, on request), the 20 longest idle gaps, 48 time bins.
 
 from __future__ import annotations
 
-import math
-import os
-from array import array
 from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
@@ -19,17 +16,19 @@ from datetime import datetime
 from typing import Any
 
 from decodescope.records.findings import Finding
-from decodescope.records.summary import Summary, percentile
 from decodescope.records.window import EngineWindow
 from decodescope.telemetry.logs.bins import Binner
-from decodescope.telemetry.logs.clock import Clock
-from decodescope.telemetry.logs.figures import EXACT_MAX, REL_ERROR, Figure
+from decodescope.telemetry.logs.figures import (
+    EXACT_MAX,
+    REL_ERROR,
+    Figure,
+)
 from decodescope.telemetry.logs.log_summary import EngineSeen, IdleGap, LogSummary, RequestShape
 from decodescope.telemetry.logs.notes import notes_for
 from decodescope.telemetry.logs.parse_counts import ParseCounts
-from decodescope.telemetry.logs.pipeline import Selection, iter_windows
-from decodescope.telemetry.logs.reader import check_log_path, compression, head_bytes
-from decodescope.telemetry.logs.selectors import parse_time
+from decodescope.telemetry.logs.pipeline import iter_windows
+from decodescope.telemetry.logs.reader import check_log_path, head_bytes
+from decodescope.telemetry.logs.selectors import Selection, parse_time
 from decodescope.telemetry.logs.steps import FULL_COVERAGE, step_info
 
 IDLE_GAP_FACTOR = 1.5  # a gap: next window ends more than 1.5 intervals after this one
@@ -37,17 +36,9 @@ IDLE_GAP_MIN_S = 2.0  # stamps have 1 s resolution: a shorter gap is rounding
 MAX_GAPS_KEPT = 20  # the largest idle gaps listed; all are counted
 MAX_WINDOWS_KEPT = 1000  # windows listed in the result (the most recent); all are summarized
 NOT_A_RATE = ("idle", "may_include_idle")  # flags that keep a window out of rate figures
-FAST_SUMMARY_MIN_N = 5000  # above this, summary_of skips Summary.of's exact-fraction stdev
 MAX_SHAPES = 12  # request shapes listed; requests of further shapes are counted together
 MOST_STEPS = 0.5  # a request that drafted on at least half its steps: "most steps drafted"
 OVERLAP_KEPT = 256  # recent requests kept to count how many ran at once
-# A whole read of a plain log this big tries the bulk read first (bulk_sglang.py: the same
-# summary, ~5x less CPU); below it numpy's import (~0.1 s) costs more than it saves.
-BULK_MIN_BYTES = 16 << 20
-BULK_PEEK_BYTES = 8 << 20  # ... and when a vLLM or SGLang stats line is in its first 8 MiB
-BULK_KEYWORDS = (b"Avg prompt throughput: ", b"Decode batch")
-BULK_LLAMACPP_KEY = b"eval time ="  # ... or a llama.cpp timing line (bulk_llamacpp.py)
-
 
 class LogAccumulator:
     """Adds windows one at a time (follow mode prints them as they come) and sums them up."""
@@ -303,36 +294,6 @@ class _Shape:
         self.gen = self.steps = 0.0
 
 
-def summary_of(values: array[float]) -> Summary | None:
-    """Summary.of, with a faster exact-enough path for many values.
-
-    Summary.of computes stdev with exact fractions (statistics.stdev): about 1.4 us per value,
-    seconds for a big log. Past FAST_SUMMARY_MIN_N values the same fields are computed with
-    one sort and math.fsum (agrees to ~1e-12 relative; tests/test_logs_summary.py checks).
-    """
-    if len(values) <= FAST_SUMMARY_MIN_N:
-        return Summary.of(values)
-    xs = sorted(v for v in values if v == v)
-    n = len(xs)
-    if n < 2:
-        return Summary.of(xs)
-    med = _median_sorted(xs)
-    mean = math.fsum(xs) / n
-    ss = math.fsum((x - mean) ** 2 for x in xs)
-    return Summary(
-        n=n, mean=mean, stdev=math.sqrt(ss / (n - 1)), median=med,
-        mad=_median_sorted(sorted(abs(x - med) for x in xs)),
-        p5=percentile(xs, 5), p95=percentile(xs, 95), p99=percentile(xs, 99),
-        min=xs[0], max=xs[-1],
-    )
-
-
-def _median_sorted(xs: list[float]) -> float:
-    n = len(xs)
-    mid = n // 2
-    return xs[mid] if n % 2 else (xs[mid - 1] + xs[mid]) / 2
-
-
 def _estimated_steps(w: EngineWindow, mal: float) -> float | None:
     """Request-steps of a window that prints MAL but no counts (SGLang, llama.cpp)."""
     steps = w.printed.get("decode_steps")
@@ -352,87 +313,29 @@ def window_step_rate(w: EngineWindow) -> float | None:
 def analyze_log(path: str, since: str | float | datetime | None = None,
                 until: str | float | datetime | None = None, engine: str | None = None,
                 year: int | None = None, max_windows: int = MAX_WINDOWS_KEPT,
-                parallel: bool | None = None,
                 on_window: Callable[[EngineWindow], None] | None = None) -> LogSummary:
     """Read an engine log (vLLM / SGLang / llama.cpp) and sum up its windows.
 
     since/until: `HH:MM`, `MM-DD HH:MM[:SS]`, ISO date-time, epoch seconds or a datetime;
     engine: "vllm" | "sglang" | "llamacpp" | "auto"/None; year: the year of the first
-    year-less line (default: from the file's mtime); parallel: True reads a big file on every
-    core (memory grows with its windows), None/False sequentially in bounded memory (the
-    answer is the same); on_window: called with each selected window as it comes (`logs
+    year-less line (default: from the file's mtime); the read is sequential, in bounded
+    memory (a seek for --since/--until on a big file); on_window: called with each selected window as it comes (`logs
     --json --max-windows 0` writes them out as it goes instead of keeping them). Raises UsageError for a missing file.
     """
     check_log_path(path)
     selection = Selection(since=parse_time(since) if since is not None else None,
                           until=parse_time(until) if until is not None else None)
-    if not selection.active and not parallel and on_window is None and max_windows > 0:
-        bulk = _bulk_summary(path, max_windows, selection, engine, year)
-        if bulk is not None:
-            return bulk
     counts = ParseCounts()
     readers: list[Any] = []
     acc = LogAccumulator(max_windows)
     for w in selection.apply(iter_windows(path, engine=engine, year=year, counts=counts,
-                                          reader_out=readers, selection=selection,
-                                          parallel=parallel)):
+                                          reader_out=readers, selection=selection)):
         acc.add(w)
         if on_window is not None:
             on_window(w)
     found = readers[0].engine.name if readers and readers[0].engine else None
     acc.spec = spec_of(readers[0] if readers else None)
     return replace(acc.finish(path, found, counts, selection), simulated=is_simulated(path))
-
-
-def _bulk_summary(path: str, max_windows: int, selection: Selection, engine: str | None,
-                  year: int | None) -> LogSummary | None:
-    """The summary of a whole plain vLLM or SGLang log read in bulk (bulk_vllm.py,
-    bulk_sglang.py: the per-line read's summary, bit for bit); None when the log needs the
-    per-line read (another engine, anything unusual, a small or compressed log, no numpy)."""
-    if os.path.getsize(path) < BULK_MIN_BYTES or compression(path) is not None:
-        return None
-    with open(path, "rb") as f:  # a llama.cpp log: no numpy import (~0.1 s, ~17 MB)
-        head = f.read(BULK_PEEK_BYTES)
-    if not any(kw in head for kw in BULK_KEYWORDS):
-        if BULK_LLAMACPP_KEY in head and engine in (None, "auto", "llamacpp"):
-            return _bulk_llamacpp(path, max_windows, selection)
-        return None
-    try:
-        from decodescope.telemetry.logs import bulk_sglang, bulk_vllm
-    except ImportError:  # numpy: installed with scipy, a dependency
-        return None
-    for name in ("vllm", "sglang"):
-        if engine not in (None, "auto", name):
-            continue
-        acc, counts = LogAccumulator(max_windows), ParseCounts()
-        try:
-            if name == "vllm":
-                clock = Clock(year, os.stat(path).st_mtime)
-                acc.spec = bulk_vllm.read(path, acc, counts, max_windows, clock)
-            else:
-                steps = bulk_sglang.read(path, acc, counts, max_windows)
-                acc.spec = {"decode_log_interval": steps, "decode_log_interval_assumed": True}
-        except bulk_sglang.Unusual:
-            continue
-        summary = acc.finish(path, name, counts, selection)
-        return replace(summary, simulated=is_simulated(path))
-    return None
-
-
-def _bulk_llamacpp(path: str, max_windows: int, selection: Selection) -> LogSummary | None:
-    """The summary of a whole plain llama.cpp log read in bulk (bulk_llamacpp.py: the
-    per-line read's summary, bit for bit); None when the log needs the per-line read."""
-    try:
-        from decodescope.telemetry.logs import bulk_llamacpp
-    except ImportError:  # numpy (the block reader's module): installed with scipy
-        return None
-    acc, counts = LogAccumulator(max_windows), ParseCounts()
-    try:
-        bulk_llamacpp.read(path, acc, counts, max_windows)
-    except bulk_llamacpp.Unusual:
-        return None
-    summary = acc.finish(path, "llamacpp", counts, selection)
-    return replace(summary, simulated=is_simulated(path))
 
 
 def spec_of(reader: Any) -> dict[str, Any]:

@@ -108,33 +108,6 @@ class Binner:
         if flags:
             b.flags.update(flags)
 
-    def add_many(self, t0: Any, t1: Any, engine_id: str | None, decode: Any, acc: Any,
-                 drafts: Any, step: Any, running: Any, flags: dict[str, Any]) -> None:
-        """add() for each window of numpy columns (NaN: None), in order, leaving the same
-        state: the windows of one bin at a time, each sum in window order (np.cumsum adds
-        one value after the other, as add() does). `flags`: name -> mask of the windows."""
-        import numpy as np
-
-        def seq(start: float, xs: Any) -> float:
-            return float(np.cumsum(np.concatenate(([start], xs)))[-1]) if xs.size else start
-
-        n, i = len(t1), 0
-        while i < n:
-            b = self._current(engine_id)
-            j = min(i + self._per_bin - b.n, n)
-            for col, lo in ((t0[i:j], True), (t1[i:j], False)):
-                col = col[~np.isnan(col)]
-                if col.size:
-                    v = float(col.min() if lo else col.max())
-                    if lo and (b.t0 is None or v < b.t0):
-                        b.t0 = v
-                    elif not lo and (b.t1 is None or v > b.t1):
-                        b.t1 = v
-            if b.n and b.eid != engine_id:
-                b.eid = None
-            add_columns(b, slice(i, j), decode, acc, drafts, step, running, flags, seq)
-            i = j
-
     def bins(self) -> tuple[WindowBin, ...]:
         bins = [_copy(b) for b in self._bins]  # merging mutates: keep ours intact
         while len(bins) > MAX_BINS:
@@ -162,35 +135,6 @@ def _pairwise(bins: list[_Bin]) -> list[_Bin]:
     return out
 
 
-
-def add_columns(b: _Bin, rows: slice, decode: Any, acc: Any, drafts: Any, step: Any,
-                running: Any, flags: dict[str, Any], seq: Any) -> None:
-    """The windows `rows` of numpy columns (NaN: None) added to bin `b` as add() adds them
-    one by one (`seq`: a sum in window order); their times and engine ids are the caller's."""
-    import numpy as np
-
-    b.n += rows.stop - rows.start
-    d = decode[rows]
-    d = d[~np.isnan(d)]
-    if d.size:
-        b.dsum = seq(b.dsum, d)
-        b.dn += d.size
-        top = float(d.max())
-        if b.dmax is None or top > b.dmax:
-            b.dmax = top
-    b.acc = seq(b.acc, acc[rows])
-    b.dr = seq(b.dr, drafts[rows])
-    s = step[rows]
-    s = s[~np.isnan(s)]
-    b.step = seq(b.step, s)
-    b.sn += s.size
-    r = running[rows]
-    r = r[~np.isnan(r)]
-    b.run = seq(b.run, r)
-    b.rn += r.size
-    for name, mask in flags.items():
-        if mask[rows].any():
-            b.flags.add(name)
 
 
 def _copy(b: _Bin) -> _Bin:

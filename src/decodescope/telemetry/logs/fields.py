@@ -19,10 +19,13 @@ class Fields(dict[str, str]):
 
     def num(self, name: str) -> float | None:
         raw = self.get(name)
-        return None if raw is None else number(raw)
+        return None if raw is None else fast_number(raw)
 
     def int_(self, name: str) -> int | None:
-        v = self.num(name)
+        raw = self.get(name)
+        if raw is None:
+            return None
+        v = fast_number(raw)
         return None if v is None or math.isnan(v) or math.isinf(v) else int(round(v))
 
     def nums(self, name: str) -> tuple[float, ...] | None:

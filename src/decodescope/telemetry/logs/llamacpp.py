@@ -8,6 +8,10 @@ M` (llama.cpp b1-0c1e570, embedded by `decodescope engine`; M = 1 + A / drafted 
 decimals), and a `statistics <impl>: ... #gen drafts = N ...` line (trace level: often absent).
 The stamp, when present, is elapsed time since server start (no clock time), so windows carry
 no t_start/t_end (flag `no_clock_time`); `printed['t_elapsed_s']` keeps the elapsed time.
+A request without a draft line drafted nothing (`spec_off`: one token per step) only where no
+other line of the log drafts; where one does, its drafting is unknown (`draft_stats_missing`:
+a block cut before its draft line, a paste that lost it; llama.cpp also leaves the line out
+of a request that drafted nothing, which the log cannot tell apart): drafting.py.
 Drafts (verify steps with a draft) come from the statistics line when its token counts match
 the request (per request, or cumulative and diffed; the line may come before or after the
 release line); else from the accepted count and the printed MAL where exactly one whole number
@@ -28,28 +32,24 @@ import re
 from typing import NamedTuple
 
 from decodescope.records.window import EngineWindow
+from decodescope.telemetry.logs import formats as F
 from decodescope.telemetry.logs.clock import Clock, elapsed_s
+from decodescope.telemetry.logs.drafting import MISSING, UNDECIDED, Drafting
 from decodescope.telemetry.logs.parse_counts import ParseCounts, Unparsed
 
 ENGINE = "llamacpp"
-KEYWORDS = (b"eval time =", b"total time =", b"draft acceptance", b"#gen drafts", b"stop processing")
+KEYWORDS = tuple(k.encode() for row in (F.LLAMACPP_TIMING, F.LLAMACPP_DRAFT,
+                                         F.LLAMACPP_STATISTICS, F.LLAMACPP_RELEASE)
+                 for k in row.keywords)
 LEAN_KEYWORDS = KEYWORDS
 
 _SLOT = re.compile(r"\bid\s+(\d+)\s*\|\s*task\s+(\d+)")
-_N = r"(\d+(?:\.\d+)?)"  # a printed number
-_TIME = re.compile(rf"(prompt eval|eval|total) time =\s*{_N} ms /\s*(\d+) (?:tokens|runs)")
-_DRAFT = re.compile(
-    r"draft acceptance(?: rate)? =\s*(\d+(?:\.\d+)?|nan)\s*\(\s*(\d+) accepted /\s*(\d+) generated\)")
-_MAL = re.compile(rf"mean (?:acceptance length|len) =\s*{_N}")
+_TIME = F.LLAMACPP_TIMING.patterns["time"]
 _MEAN_LEN_END = re.compile(r"mean len =\s*\d+\.\d\d$")
-_PER_POS = re.compile(r"acceptance rate per position =\s*\(([^)]*)\)")
-_STAT_NAME = re.compile(r"statistics\s+([\w.-]+):")
-_STAT = {k: re.compile(rf"{re.escape(k)} =\s*{_N}")
-         for k in ("#gen drafts", "#acc drafts", "#gen tokens", "#acc tokens")}
-_STAT_MAL = re.compile(rf"#mean acc len =\s*{_N}")
+_STAT_NAMES = ("#gen drafts", "#gen tokens", "#acc tokens")
 # The timing lines as `print_timing` writes them (3 of a request's ~6 lines), read in one
-# match: the elapsed stamp, the slot and the time, each what its own pattern finds (nothing
-# before the slot or the time can hold another); any other shape takes the general path.
+# match: the elapsed stamp, the slot and the timing row's own pattern (nothing before the slot
+# or the time can hold another); any other shape takes the general path.
 _FAST_TIME = re.compile(
     r"\s*(\d+)\.(\d\d)\.(\d\d\d)\.(\d\d\d) [IWEDT] slot print_timing: "
     r"id\s+(\d+)\s*\|\s*task\s+(\d+)\s*\|\s*" + _TIME.pattern)
@@ -104,27 +104,23 @@ def parse(text: str, clock: Clock, counts: ParseCounts) -> Record | Unparsed | N
     if "stop processing" in text:
         return LRelease(slot, te)
     if "draft acceptance" in text:
-        d = _DRAFT.search(text)
-        if d is None:
+        g = F.groups(F.LLAMACPP_DRAFT, text)
+        if g is None:
             return Unparsed("llamacpp.draft")
-        mal = _MAL.search(text)
-        pp = _PER_POS.search(text)
-        per_pos = _floats(pp.group(1)) if pp else None
-        return LDraft(slot, int(d.group(2)), int(d.group(3)),
-                      float(mal.group(1)) if mal else None, per_pos or None, te)
+        per_pos = _floats(g["per_pos"]) if "per_pos" in g else None
+        return LDraft(slot, int(g["accepted"]), int(g["generated"]),
+                      float(g["mal"]) if "mal" in g else None, per_pos or None, te)
     if "#gen drafts" in text:
-        name = _STAT_NAME.search(text)
-        vals = {k: rx.search(text) for k, rx in _STAT.items()}
-        if name is None or any(v is None for v in vals.values()):
+        g = F.groups(F.LLAMACPP_STATISTICS, text)
+        if g is None:
             return Unparsed("llamacpp.statistics")
-        n = {k: int(float(v.group(1))) for k, v in vals.items() if v is not None}
-        smal = _STAT_MAL.search(text)
-        return LStats(name.group(1), n["#gen drafts"], n["#gen tokens"], n["#acc tokens"], te,
-                      float(smal.group(1)) if smal else None)
+        n = {k: int(float(g[k])) for k in _STAT_NAMES}
+        return LStats(g["impl"], n["#gen drafts"], n["#gen tokens"], n["#acc tokens"], te,
+                      float(g["mal"]) if "mal" in g else None)
     t = _TIME.search(text)
     if t is None:
         return Unparsed("llamacpp.timing")
-    return LTime(slot, t.group(1), float(t.group(2)), int(t.group(3)), te)
+    return LTime(slot, t.group("kind"), float(t.group("ms")), int(t.group("tokens")), te)
 
 
 def complete(text: str, rec: Record) -> bool:
@@ -136,14 +132,14 @@ def complete(text: str, rec: Record) -> bool:
     if isinstance(rec, LRelease):
         return True
     if isinstance(rec, LTime):
-        return msg.endswith("tokens per second)" if rec.kind != "total" else " tokens")
+        return msg.endswith(F.LLAMACPP_TIMING.ends[rec.kind])
     if isinstance(rec, LDraft):
         if "draft acceptance rate" in msg:  # the older line ends at its counts
             return msg.endswith("generated)")
         if "mean len" in msg:  # `mean len = %5.2f`: whole with its two decimals
             return _MEAN_LEN_END.search(msg) is not None
         return msg.endswith(")") and rec.per_pos is not None
-    return msg.endswith(" ms")
+    return msg.endswith(F.LLAMACPP_STATISTICS.ends["statistics"])
 
 
 def drafts_from_mal(accepted: int, mal: float, decimals: int = 2) -> int | None:
@@ -191,8 +187,14 @@ class LlamacppAssembler:
         self._cur: _Req | None = None
         self._last_stats: dict[str, LStats] = {}
         self.config_known = True  # no launch-config keywords
+        self.drafting = Drafting()
 
     def feed(self, rec: Record) -> list[EngineWindow]:
+        if isinstance(rec, (LDraft, LStats)):
+            self.drafting.note_on()  # some request drafted: a missing draft line is unknown
+        return self.drafting.release(self._feed(rec))
+
+    def _feed(self, rec: Record) -> list[EngineWindow]:
         out: list[EngineWindow] = []
         cur = self._cur
         if isinstance(rec, LRelease):
@@ -203,14 +205,14 @@ class LlamacppAssembler:
             if cur is not None and cur.stats is None:
                 cur.stats = rec
                 if cur.released:  # release, then statistics: the request is complete
-                    return self.flush()
+                    return self._flush()
             return out
         new_request = cur is None or cur.released or (
             rec.slot is not None and cur.slot is not None and rec.slot != cur.slot)
         if isinstance(rec, LTime) and cur is not None and rec.kind in cur.times:
             new_request = True  # a second "eval time": the previous request ended
         if new_request:
-            out = self.flush()
+            out = self._flush()
             cur = self._cur = _Req(rec.slot)
         assert cur is not None
         if cur.slot is None:
@@ -224,6 +226,9 @@ class LlamacppAssembler:
         return out
 
     def flush(self) -> list[EngineWindow]:
+        return self.drafting.flush(self._flush())
+
+    def _flush(self) -> list[EngineWindow]:
         cur, self._cur = self._cur, None
         if cur is None or "eval" not in cur.times:
             return []
@@ -262,8 +267,9 @@ class LlamacppAssembler:
         d = r.draft
         drafts = accepted = draft_tokens = None
         per_pos = None
-        if d is None:
-            flags.append("spec_off")  # no draft line: no drafted tokens, one token per step
+        if d is None:  # no draft line: off, or unknown where other lines say it drafts
+            state = self.drafting.state()
+            flags.append("spec_off" if state is False else MISSING if state else UNDECIDED)
         else:
             accepted, draft_tokens = d.accepted, d.generated
             if d.generated:

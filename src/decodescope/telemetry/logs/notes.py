@@ -10,7 +10,7 @@ from decodescope.telemetry.logs.parse_counts import ParseCounts
 
 if TYPE_CHECKING:
     from decodescope.telemetry.logs.log_summary import LogSummary
-    from decodescope.telemetry.logs.pipeline import Selection
+    from decodescope.telemetry.logs.selectors import Selection
 
 DAY_S = 86400.0
 
@@ -83,6 +83,14 @@ def notes_for(s: LogSummary, counts: ParseCounts, flags: dict[str, int],
             "logs.spec_off",
             "no speculative-decoding line and no speculative launch config in the log: "
             "speculative decoding off (MAL 1, one token per step)", severity="info"))
+    missing = flags.get("draft_stats_missing", 0)
+    if missing:
+        out.append(Finding(
+            "logs.draft_stats_missing",
+            f"{_n(missing, 'window')} without draft statistics while other lines of the log "
+            "say speculative decoding is on (a block cut before its draft line, a paste that "
+            "lost it, a line cut mid-way): MAL and step rate unknown there, never one token "
+            "per step", severity="warning"))
     if s.mal_overall_estimated:
         out.append(Finding(
             "logs.mal_printed", "this engine prints MAL but no draft counts: overall MAL weights "
@@ -148,7 +156,7 @@ def _input_notes(out: list[Finding], s: LogSummary, counts: ParseCounts) -> None
     if counts.compressed:
         out.append(Finding(
             "logs.compressed", f"{counts.compressed}-compressed log, read through the "
-            f"decompressor ({human_bytes(counts.bytes_read)} of text; no seek or parallel read)",
+            f"decompressor ({human_bytes(counts.bytes_read)} of text; no seek)",
             severity="info"))
     if counts.damaged:
         out.append(Finding(

@@ -49,7 +49,7 @@ class ParseCounts:
             self.unknown_fields[name] += 1
 
     def add(self, other: ParseCounts) -> None:
-        """Add the counters of another read (a byte range of the same file: parallel.py)."""
+        """Add the counters of another read (a byte range of the same file: seek.py)."""
         self.bytes_read += other.bytes_read
         self.bytes_skipped += other.bytes_skipped
         self.lines_matched += other.lines_matched

@@ -8,8 +8,8 @@ that hold one. `follow_blocks` tails a growing file and survives rotation
 
 Compressed logs (gzip, also a rotated `engine.log.1.gz`; bzip2; xz), told by their first
 bytes, not their name, are read through the decompressor, streaming, in the same constant
-memory; offsets are then offsets in the decompressed text, and the seek and parallel reads
-(which need byte offsets of the file) leave them to the sequential read. A compressed file
+memory; offsets are then offsets in the decompressed text, and the seek
+(which needs byte offsets of the file) leaves them to the sequential read. A compressed file
 cannot be followed (it is written whole, once). zstd is not in Python's standard library:
 refused with the command that decompresses it.
 """

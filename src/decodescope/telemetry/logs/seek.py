@@ -27,10 +27,11 @@ from typing import BinaryIO
 from decodescope.records.window import EngineWindow
 from decodescope.telemetry.logs import sglang, vllm
 from decodescope.telemetry.logs.clock import Clock, stamp_fields
+from decodescope.telemetry.logs.lines import LineReader
 from decodescope.telemetry.logs.parse_counts import ParseCounts
-from decodescope.telemetry.logs.pipeline import LineReader, Selection
 from decodescope.telemetry.logs.reader import read_lines
 from decodescope.telemetry.logs.segments import RangeInfo, copy_config, read_range, supported
+from decodescope.telemetry.logs.selectors import Selection
 from decodescope.telemetry.logs.sglang import SglangAssembler
 from decodescope.telemetry.logs.vllm_windows import VllmAssembler
 

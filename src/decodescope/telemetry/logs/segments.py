@@ -8,22 +8,17 @@ Windows are owned by the range holding their first line: the windows of protos q
 `start` belong to the range before and are skipped (the assembler releases windows in line
 order), those of protos queued at `stop` are still given out.
 
-`signature(reader)` is everything about a reader's state that decides its later windows. A
-range whose signature at `start` equals the one the range before ended with reads exactly like
-the whole file (parallel.py checks, and re-reads the range from the exact state otherwise).
-vLLM logs only: the other engines' assemblers hold state the signature does not cover.
+Used by the seek (seek.py) for vLLM logs read for vLLM alone.
 """
 
 from __future__ import annotations
 
-import pickle
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 from decodescope.records.window import EngineWindow
+from decodescope.telemetry.logs.lines import LineReader
 from decodescope.telemetry.logs.parse_counts import ParseCounts
-from decodescope.telemetry.logs.pipeline import LineReader
 from decodescope.telemetry.logs.reader import read_lines
 from decodescope.telemetry.logs.vllm_windows import VllmAssembler
 
@@ -34,11 +29,7 @@ CONFIG_FIELDS = ("_k_config", "spec_method", "spec_configured", "_k_lines", "con
 class RangeInfo:
     """What a range read reports besides its windows."""
 
-    start_signature: Any = None  # signature at `start`, after the warm-up
-    new_keys: frozenset[Any] = frozenset()  # engine keys first seen at or after `start`
-    spec_lines: int = 0  # spec lines in [start, stop)
-    end_state: bytes | None = None  # the reader pickled at `stop` (None: read to the end)
-    final: LineReader | None = None  # the reader at the end of the file (last range only)
+    final: LineReader | None = None  # the reader at the end of the file (read to the end)
     counts: ParseCounts = field(default_factory=ParseCounts)
 
 
@@ -47,40 +38,6 @@ def supported(reader: LineReader) -> bool:
     lines counted under --engine) leaves the file to the sequential read."""
     return isinstance(reader.assembler, VllmAssembler) and not reader.others \
         and not reader.counts.other_engines
-
-
-def signature(reader: LineReader) -> dict[str, Any]:
-    """The reader state that decides its later windows (vLLM), as comparable values."""
-    asm: VllmAssembler = reader.assembler
-    queue = list(asm._queue)
-    index = {id(p): i for i, p in enumerate(queue)}
-    return {
-        "engine": reader.engine.name if reader.engine else None,
-        "clock": reader.clock.state(),
-        "last_t": dict(reader.last_t),  # the backwards-stamp check compares with these
-        "others": tuple(reader.others),
-        "recent": tuple(reader._recent),
-        "queue": tuple((p.key, p.pid, p.t_s, p.stats, p.spec, p.v0, tuple(p.flags))
-                       for p in queue),
-        "open": {pid: index.get(id(p)) for pid, p in asm._open.items()},
-        "keys": {k: v.state() for k, v in asm._keys.items()},
-        "config": tuple(getattr(asm, f) for f in CONFIG_FIELDS),
-        "v0": dict(asm._v0),
-    }
-
-
-def continues(before: dict[str, Any], start: dict[str, Any], new_keys: frozenset[Any]) -> bool:
-    """True when a range that began in state `start` reads on exactly like the whole file,
-    which was in state `before` there: equal state, except engines the warm-up did not see,
-    which must not appear again in the range."""
-    if any(before[k] != start[k] for k in before if k not in ("keys", "last_t")):
-        return False
-    # An engine's last stamp is known to the warm-up when it printed there; one it did not
-    # see has no key there either, and the key check below keeps it out of the range.
-    if any(before["last_t"].get(k) != v for k, v in start["last_t"].items()):
-        return False
-    keys_b, keys_s = before["keys"], start["keys"]
-    return all(keys_b.get(k) == v for k, v in keys_s.items()) and not (new_keys & keys_b.keys())
 
 
 def copy_config(src: LineReader, dst: LineReader) -> None:
@@ -104,11 +61,7 @@ def read_range(path: str, reader: LineReader, start: int, stop: int | None, warm
             reader.feed(raw)
         reader.counts = counts
     asm: VllmAssembler | None = reader.assembler  # None: the engine is still to be detected
-    if start > 0 and asm is not None:
-        info.start_signature = signature(reader)
     skip = len(asm._queue) if asm else 0  # protos of lines before `start`: not ours
-    keys0 = set(asm._keys) if asm else set()
-    spec0 = asm.spec_lines if asm else 0
     released = 0  # windows released since `start` (skipped ones included)
     for raw in read_lines(path, reader.keywords, counts, start, stop, at=reader.at,
                           tail=reader.tail):
@@ -120,8 +73,6 @@ def read_range(path: str, reader: LineReader, start: int, stop: int | None, warm
     if asm is None:  # nothing parsed
         info.final = reader
         return
-    info.new_keys = frozenset(set(asm._keys) - keys0)
-    info.spec_lines = asm.spec_lines - spec0
     if stop is None:
         for w in reader.flush():
             released += 1
@@ -129,7 +80,6 @@ def read_range(path: str, reader: LineReader, start: int, stop: int | None, warm
                 yield w
         info.final = reader
         return
-    info.end_state = pickle.dumps(reader, protocol=pickle.HIGHEST_PROTOCOL)
     held = len(asm._queue)  # protos of lines before `stop` still held: ours (or skipped)
     if held == 0:
         return

@@ -10,10 +10,12 @@ local time, like the engine's own stamps.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from decodescope.errors import UsageError
+from decodescope.records.window import EngineWindow
 
 _HM = re.compile(r"^(\d{1,2}):(\d\d)(?::(\d\d))?$")
 _MDHM = re.compile(r"^(\d\d)-(\d\d)[ T](\d{1,2}):(\d\d)(?::(\d\d))?$")
@@ -101,3 +103,55 @@ def split_selector(selector: str) -> tuple[str, str | None, str | None]:
                          remedy="Write FILE@START..END, e.g. engine.log@23:30..23:45")
     start, _, end = rng.partition("..")
     return path, start.strip() or None, end.strip() or None
+
+
+@dataclass
+class Selection:
+    """`--since/--until`, resolved against the log's first window (see selectors)."""
+
+    since: TimeSpec | None = None
+    until: TimeSpec | None = None
+    since_s: float | None = None
+    until_s: float | None = None
+    resolved: bool = False
+    without_time: int = 0  # windows left out because they carry no clock time
+    # `--until 23:45:00` names a whole second: with sub-second stamps, 23:45:00.4 is inside it.
+    _until_res: float = 0.0
+
+    @property
+    def active(self) -> bool:
+        return self.since is not None or self.until is not None
+
+    def apply(self, windows: Iterator[EngineWindow]) -> Iterator[EngineWindow]:
+        if not self.active:
+            yield from windows
+            return
+        for w in windows:
+            t = w.t_end_s
+            if t is None:
+                self.without_time += 1
+                continue
+            if not self.resolved:
+                self._resolve(w.t_start_s if w.t_start_s is not None else t)
+            if (self.since_s is None or t >= self.since_s) and \
+                    (self.until_s is None or t < self.until_s + self._until_res
+                     or t <= self.until_s):
+                yield w
+
+    def resolve_at(self, anchor_s: float) -> None:
+        """Resolve date-less times against the log's first window (a seek knows it before
+        the windows come)."""
+        if not self.resolved:
+            self._resolve(anchor_s)
+
+    def _resolve(self, anchor_s: float) -> None:
+        self.resolved = True
+        if self.since is not None:
+            self.since_s = self.since.resolve(anchor_s)
+        if self.until is not None:
+            self.until_s = self.until.resolve(anchor_s, not_before_s=self.since_s)
+            self._until_res = self.until.resolution_s
+        if self.since_s is not None and self.until_s is not None and self.until_s < self.since_s:
+            raise UsageError(f"--until {self.until.text if self.until else ''} is before "
+                             f"--since {self.since.text if self.since else ''}",
+                             remedy="Give an --until later than --since")

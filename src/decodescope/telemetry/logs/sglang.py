@@ -2,7 +2,8 @@
 
 A line is logged every `--decode-log-interval` decode batches (default 40) on TP0 and holds
 windowed numbers: `gen throughput (token/s)` (all emitted tokens / window time) and, with
-speculative decoding, `accept len` (tokens per request-step, bonus included = MAL). No counts
+speculative decoding, `accept len` (tokens per request-step, bonus included = MAL; without it
+drafting is off, or unknown where other lines say it is on: drafting.py). No counts
 are printed, so a window carries the printed values: decode rate = gen throughput, MAL =
 accept len (printed['mal_reported']), request-step rate = gen throughput / accept len. Its
 duration is modelled as steps x running x accept len / gen throughput (tokens in 40 batch
@@ -17,13 +18,15 @@ from collections import deque
 from typing import NamedTuple
 
 from decodescope.records.window import EngineWindow
+from decodescope.telemetry.logs import formats as F
 from decodescope.telemetry.logs.clock import Clock
-from decodescope.telemetry.logs.fields import fast_number, split_fields
+from decodescope.telemetry.logs.drafting import MISSING, SPAN_NEEDS_MAL, UNDECIDED, Drafting
+from decodescope.telemetry.logs.fields import fast_number
 from decodescope.telemetry.logs.parse_counts import ParseCounts, Unparsed
 
 ENGINE = "sglang"
-DECODE_KEY = "Decode batch"
-CONFIG_KEY = "decode_log_interval"
+DECODE_KEY = F.SGLANG_DECODE.keyword
+CONFIG_KEY = F.SGLANG_CONFIG.keyword
 LEAN_KEYWORDS = (DECODE_KEY.encode(),)
 KEYWORDS = (*LEAN_KEYWORDS, CONFIG_KEY.encode())
 DEFAULT_DECODE_LOG_INTERVAL = 40  # SGLang --decode-log-interval default
@@ -33,31 +36,8 @@ RECENT_WINDOWS = 8  # neighbours used for "typical duration"
 
 _AFTER = re.compile(r"Decode batch(?: \[(\d+)\])?\s*[.,]?\s*")
 _TAG = re.compile(r"\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?((?: [A-Za-z]+\d+)*)\s*\]")
-_CONFIG = re.compile(r"decode_log_interval['\"]?\s*[=:]\s*(\d+)")
 
-FIELDS = {
-    "#running-req": "running",
-    "#token": "tokens",
-    "token usage": "token_usage",
-    "accept len": "mal_reported",
-    "accept rate": "accept_rate",
-    "cuda graph": "cuda_graph",
-    "cpu graph": "cpu_graph",
-    "npu graph": "npu_graph",
-    "gen throughput (token/s)": "generation_throughput",
-    "#queue-req": "waiting",
-    "largest-len": "largest_len",
-    "#full token": "full_tokens",
-    "full token usage": "full_token_usage",
-    "#swa token": "swa_tokens",
-    "swa token usage": "swa_token_usage",
-    "mamba num": "mamba_num",
-    "mamba usage": "mamba_usage",
-    "pre-allocated usage": "preallocated_usage",
-    "#prealloc-req": "prealloc_req",
-    "#transfer-req": "transfer_req",
-    "#retracted-req": "retracted_req",
-}
+FIELDS = F.SGLANG_DECODE.field_map  # printed name -> name in EngineWindow.printed
 
 
 class SDecode(NamedTuple):
@@ -72,19 +52,24 @@ class SDecode(NamedTuple):
 
 class SConfig(NamedTuple):
     steps: int
+    spec: bool | None = None  # speculative_algorithm named (True) / None (False) / not printed
 
 
 def parse(text: str, clock: Clock, counts: ParseCounts) -> SDecode | SConfig | Unparsed | None:
     i = text.find(DECODE_KEY)
     if i < 0:
         if CONFIG_KEY in text:
-            m = _CONFIG.search(text)
-            return SConfig(int(m.group(1))) if m else None
+            g = F.groups(F.SGLANG_CONFIG, text)
+            if g is None:
+                return None
+            spec = g.get("spec")
+            return SConfig(int(g["steps"]),
+                           None if spec is None else spec.lower() not in ("none", "null"))
         return None
     head = text[:i]
     m = _AFTER.match(text, i)
     assert m is not None  # the pattern's only required part is the keyword found above
-    f = split_fields(text[m.end():])
+    f = F.fields(F.SGLANG_DECODE, text[m.end():])
     printed: dict[str, float] = {}
     for name, raw in f.items():
         key = FIELDS.get(name)
@@ -110,8 +95,7 @@ def complete(text: str, rec: SDecode | SConfig) -> bool:
     show it; a 2026 line ending `#queue-req: N` cannot (a cut there cannot be told)."""
     if not isinstance(rec, SDecode):
         return False
-    msg = text.rstrip(" \r\n")
-    return msg.endswith(",") and msg.rsplit(", ", 1)[-1].startswith("#queue-req: ")
+    return F.ends_whole(F.SGLANG_DECODE, text)
 
 
 class _Tag:
@@ -129,11 +113,18 @@ class SglangAssembler:
         self._steps = DEFAULT_DECODE_LOG_INTERVAL
         self._tags: dict[str | None, _Tag] = {}
         self.config_known = False  # the launch line with decode_log_interval was seen
+        self.drafting = Drafting()
 
     def feed(self, rec: SDecode | SConfig) -> list[EngineWindow]:
         if isinstance(rec, SConfig):
             self._steps, self.config_known = rec.steps, True
+            self.drafting.note_config(rec.spec)
             return []
+        if rec.accept_len is not None or "accept_rate" in rec.printed:
+            self.drafting.note_on()  # accept rate without accept len: a line cut mid-way
+        return self.drafting.release(self._feed(rec))
+
+    def _feed(self, rec: SDecode) -> list[EngineWindow]:
         st = self._tags.get(rec.tag)
         if st is None:
             self._tags[rec.tag] = _Tag(rec)
@@ -164,10 +155,14 @@ class SglangAssembler:
             if st.held is not None:
                 first, st.held = st.held, None
                 out.append(self._build(first, self._duration(first), False))
-        return out
+        return self.drafting.flush(out)
 
     def _duration(self, r: SDecode) -> float | None:
+        """Steps x running x accept len / gen throughput; without accept len one token per
+        step, unless drafting is on (or may be): then unknown."""
         if r.gen_tput <= 0 or r.running <= 0:
+            return None
+        if r.accept_len is None and self.drafting.state():
             return None
         return self._steps * r.running * (r.accept_len or 1.0) / r.gen_tput
 
@@ -175,12 +170,15 @@ class SglangAssembler:
         printed = dict(r.printed)
         printed["decode_steps"] = float(self._steps)
         flags = []
-        if r.accept_len is None:
-            flags.append("spec_off")
+        if r.accept_len is None:  # drafting off, or its statistics missing (drafting.py)
+            state = self.drafting.state()
+            flags.append("spec_off" if state is False else MISSING if state else UNDECIDED)
         if diluted:
             flags.append("may_include_idle")
         if r.gen_tput <= 0:
             flags.append("idle")
+        if UNDECIDED in flags and d is not None:
+            flags.append(SPAN_NEEDS_MAL)  # d assumed one token per step
         return EngineWindow(
             source="log", engine="sglang",
             t_start_s=r.t_s - d if (r.t_s is not None and d is not None) else None,

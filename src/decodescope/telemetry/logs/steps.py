@@ -16,7 +16,8 @@ their generated tokens are rebuilt from the printed throughput × interval (inex
   accepted, an estimate (`estimated` True) when the generated count was rebuilt;
 - drafts only (no generated count): unknown unless the stack drafts every step;
 - no drafts (0 drafts, or speculative decoding off): one token per step; engines that print MAL
-  only (SGLang): decode / MAL; else unknown;
+  only (SGLang): decode / MAL; else unknown — also where drafting is on and the window's draft
+  statistics are missing (flag `draft_stats_missing`, drafting.py), never one token per step;
 - 0 running at the line's time (requests that started and ended inside the window): the rate
   per running request is unknown — withheld with that reason, never computed as if 1 ran.
 """
@@ -44,6 +45,8 @@ class StepInfo:
     zero_running: bool = False  # 0 running at the line's time: no per-request rate
 
 
+DRAFT_STATS_MISSING = ("unknown: speculative decoding is on (other lines of the log say so) and "
+                       "this window's draft statistics are missing: never one token per step")
 ZERO_RUNNING = ("unknown: 0 running at the line's time (its requests started and ended inside "
                 "the window): no rate per running request")
 
@@ -113,4 +116,6 @@ def step_info(w: EngineWindow, *, every_step_drafts: bool | None = None) -> Step
     mal = w.mal
     if mal and per_req_rate is not None:
         return StepInfo(per_req_rate / mal, "decode / MAL (no counts printed)", None, None, mal)
+    if "draft_stats_missing" in w.flags:
+        return StepInfo(None, DRAFT_STATS_MISSING)
     return StepInfo(None, "unknown: no speculative counts")

@@ -8,17 +8,20 @@ field name; the text before the message (any prefix: `(APIServer pid=N)`, `INFO 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import NamedTuple
 
+from decodescope.telemetry.logs import formats as F
 from decodescope.telemetry.logs.clock import Clock
-from decodescope.telemetry.logs.fields import Fields, split_fields
+from decodescope.telemetry.logs.fields import Fields, number
 from decodescope.telemetry.logs.parse_counts import ParseCounts, Unparsed
 
 ENGINE = "vllm"
-STATS_KEY = "Avg prompt throughput: "
-SPEC_KEYS = ("SpecDecoding metrics: ", "Speculative metrics: ")
-CONFIG_KEY = "num_spec"
-LAUNCH_KEY = "non-default args"  # vLLM ≥ 0.8 logs its non-default launch arguments once
+STATS_KEY = F.VLLM_STATS.keyword
+SPEC_ROWS = (F.VLLM_SPEC, F.VLLM_SPEC_V0)
+SPEC_KEYS = tuple(r.keyword for r in SPEC_ROWS)
+CONFIG_KEY = F.VLLM_CONFIG.keyword
+LAUNCH_KEY = F.VLLM_LAUNCH.keyword  # vLLM ≥ 0.8 logs its non-default launch arguments once
 # " metrics: " finds both spec spellings in one pass; the launch-config keywords are searched
 # only until k is known from the spec lines themselves (LEAN_KEYWORDS).
 LEAN_KEYWORDS = (STATS_KEY.encode(), b" metrics: ")
@@ -26,57 +29,11 @@ KEYWORDS = (*LEAN_KEYWORDS, CONFIG_KEY.encode(), LAUNCH_KEY.encode())
 
 _INT = re.compile(r"\d+")
 _ENGINE_TAG = re.compile(r"(?:Engine (\d+)|(\d+) Engines Aggregated):\s*$")
-# Fast paths: the whole message in the most common field order. A line that deviates in any
-# way (extra, missing or reordered fields) goes to the field-by-name parser, which gives the
-# same record (tests/test_logs_vllm.py checks both paths agree).
-_N = r"(\d+(?:\.\d+)?)"  # a printed number
-_FAST_STATS = re.compile(
-    rf"Avg prompt throughput: {_N} tokens/s, Avg generation throughput: {_N} tokens/s, "
-    rf"Running: (\d+) reqs, Waiting: (\d+) reqs, GPU KV cache usage: {_N}%, "
-    rf"Prefix cache hit rate: {_N}%\s*$")
-_FAST_SPEC = re.compile(
-    rf"Mean acceptance length: {_N}, Accepted throughput: {_N} tokens/s, "
-    rf"Drafted throughput: {_N} tokens/s, Accepted: (\d+) tokens, Drafted: (\d+) tokens, "
-    rf"Per-position acceptance rate: (\d+(?:\.\d+)?(?:, \d+(?:\.\d+)?)*), "
-    rf"Avg Draft acceptance rate: {_N}%\s*$")
-_CONFIG_K = re.compile(r"num_spec(?:ulative)?_tokens['\"]?\s*[=:]\s*(\d+)")
-_CONFIG_METHOD = re.compile(r"\bmethod['\"]?\s*[=:]\s*['\"]?([A-Za-z][\w\-]*)")
-
-# Stats fields we know -> name in EngineWindow.printed.
-STATS_FIELDS = {
-    "Avg prompt throughput": "prompt_throughput",
-    "Avg generation throughput": "generation_throughput",
-    "Running": "running",
-    "Waiting": "waiting",
-    "Pending": "waiting",
-    "Swapped": "swapped",
-    "Deferred": "deferred",
-    "Preemptions": "preemptions",
-    "GPU KV cache usage": "kv_cache_usage_pct",
-    "KV cache usage": "kv_cache_usage_pct",
-    "CPU KV cache usage": "cpu_kv_cache_usage_pct",
-    "Prefix cache hit rate": "prefix_cache_hit_rate_pct",
-    "Corrupted": "corrupted",
-    "External prefix cache hit rate": "external_prefix_cache_hit_rate_pct",
-    "MM cache hit rate": "mm_cache_hit_rate_pct",
-}
-SPEC_FIELDS = {
-    "Draft acceptance rate": "draft_acceptance_rate",
-    "Avg Draft acceptance rate": "avg_draft_acceptance_rate_pct",
-    "Mean acceptance length": "mean_acceptance_length",
-    "Accepted throughput": "accepted_throughput",
-    "Drafted throughput": "drafted_throughput",
-    "Accepted": "accepted",
-    "Drafted": "drafted",
-    "Per-position acceptance rate": "per_position",
-    "System efficiency": "system_efficiency",
-    "Number of speculative tokens": "k",
-    "Number of accepted tokens": "accepted",
-    "Number of draft tokens": "drafted",
-    "Number of draft tokens tokens": "drafted",
-    "Number of emitted tokens": "emitted",
-    "Number of emitted tokens tokens": "emitted",
-}
+STATS_FIELDS = F.VLLM_STATS.field_map  # printed name -> name in EngineWindow.printed
+SPEC_FIELDS = F.VLLM_SPEC.field_map
+# The rows' common print order as one anchored regex each (built from the rows: formats.py)
+_FAST_STATS = F.VLLM_STATS.fast
+_FAST_SPEC = F.VLLM_SPEC.fast
 
 
 class VStats(NamedTuple):
@@ -121,28 +78,19 @@ def parse(text: str, clock: Clock, counts: ParseCounts) -> Record | Unparsed | N
     i = text.find(STATS_KEY)
     if i >= 0:
         return _stats(text, i, clock, counts)
-    for key in SPEC_KEYS:
-        i = text.find(key)
+    for row in SPEC_ROWS:
+        i = text.find(row.keyword)
         if i >= 0:
-            return _spec(text, i, len(key), clock, counts)
+            return _spec(text, i, row, clock, counts)
     if CONFIG_KEY in text:
-        m = _CONFIG_K.search(text)
+        m = F.VLLM_CONFIG.patterns["k"].search(text)
         if m is None:
             return None
-        meth = _CONFIG_METHOD.search(text, max(0, text.find("speculative")))
-        return VConfig(int(m.group(1)), meth.group(1).lower() if meth else None)
+        meth = F.VLLM_CONFIG.patterns["method"].search(text, max(0, text.find("speculative")))
+        return VConfig(int(m.group("k")), meth.group("method").lower() if meth else None)
     if LAUNCH_KEY in text:
         return None if "speculative" in text else VConfig(None, None, spec=False)
     return None
-
-
-# The field each format ends with, and how its value ends (a unit or a separator a cut number
-# cannot end with): a line without a newline is complete only when it ends so.
-_LAST_STATS = {"Prefix cache hit rate": ("%",), "CPU KV cache usage": ("%.",),
-               "External prefix cache hit rate": ("%",), "MM cache hit rate": ("%",),
-               "Corrupted": (" reqs",)}
-_LAST_SPEC = {"Avg Draft acceptance rate": ("%",), "Number of emitted tokens": (".",),
-              "Number of emitted tokens tokens": (".",)}
 
 
 def complete(text: str, rec: Record) -> bool:
@@ -154,9 +102,9 @@ def complete(text: str, rec: Record) -> bool:
     msg = text.rstrip(" \r\n")
     if isinstance(rec, VSpec) and rec.variant == "v1-a":
         return msg.endswith(",") and msg.rsplit(", ", 1)[-1].startswith("Number of draft tokens")
-    name, _, value = msg.rsplit(", ", 1)[-1].partition(": ")
-    ends = (_LAST_STATS if isinstance(rec, VStats) else _LAST_SPEC).get(name.strip())
-    return ends is not None and value.endswith(ends)
+    if isinstance(rec, VStats):
+        return F.ends_whole(F.VLLM_STATS, msg)
+    return F.ends_whole(F.VLLM_SPEC, msg)
 
 
 def _head(text: str, i: int, clock: Clock) -> tuple[float | None, int | None, str]:
@@ -184,16 +132,7 @@ def _engine_id(head: str) -> str | None:
 def _stats(text: str, i: int, clock: Clock, counts: ParseCounts) -> VStats | Unparsed:
     t_s, pid, head = _head(text, i, clock)
     engine_id = _engine_id(head)
-    m = _FAST_STATS.match(text, i)
-    if m is not None:
-        pt, gt, run, wait, kv, pc = m.groups()
-        g, running, waiting = float(gt), float(run), float(wait)
-        printed = {"prompt_throughput": float(pt), "generation_throughput": g,
-                   "running": running, "waiting": waiting, "kv_cache_usage_pct": float(kv),
-                   "prefix_cache_hit_rate_pct": float(pc)}
-        return VStats(t_s, pid, engine_id, "v1" if engine_id else "v1-early", g,
-                      printed["prompt_throughput"], running, waiting, printed)
-    f = split_fields(text[i:])
+    f = F.fields(F.VLLM_STATS, text[i:])
     gen = f.num("Avg generation throughput")
     if gen is None or gen != gen:
         return Unparsed("vllm.stats")
@@ -203,17 +142,9 @@ def _stats(text: str, i: int, clock: Clock, counts: ParseCounts) -> VStats | Unp
                   printed.get("running"), printed.get("waiting"), printed)
 
 
-def _spec(text: str, i: int, n: int, clock: Clock, counts: ParseCounts) -> VSpec | Unparsed:
+def _spec(text: str, i: int, row: F.Row, clock: Clock, counts: ParseCounts) -> VSpec | Unparsed:
     t_s, pid, _ = _head(text, i, clock)
-    m = _FAST_SPEC.match(text, i + n)
-    if m is not None:
-        mal, at, dt, acc, dr, pp, avg = m.groups()
-        rates = tuple(map(float, pp.split(", ")))
-        printed = {"mean_acceptance_length": float(mal), "accepted_throughput": float(at),
-                   "drafted_throughput": float(dt), "avg_draft_acceptance_rate_pct": float(avg)}
-        return VSpec(t_s, pid, "v1-d", int(acc), int(dr), rates, printed["mean_acceptance_length"],
-                     None, None, printed)
-    f = split_fields(text[i + n:])
+    f = F.fields(row, text[i + len(row.keyword):])
     accepted = f.int_("Accepted")
     drafted = f.int_("Drafted")
     if accepted is None:
@@ -251,15 +182,18 @@ def _spec(text: str, i: int, n: int, clock: Clock, counts: ParseCounts) -> VSpec
                  k, emitted, printed)
 
 
-def _printed(f: Fields, known: dict[str, str], counts: ParseCounts,
+def _printed(f: Fields, known: Mapping[str, str], counts: ParseCounts,
              skip: tuple[str, ...] = ()) -> dict[str, float]:
     out: dict[str, float] = {}
-    for name in f:
+    for name, raw in f.items():
         key = known.get(name)
         if key is None:
             counts.unknown_fields[name] += 1
         elif key not in skip:
-            v = f.num(name)
-            if v is not None:
-                out[key] = v
+            try:  # fields.fast_number, inline: a plain number (most fields) at once
+                out[key] = float(raw)
+            except ValueError:
+                v = number(raw)
+                if v is not None:
+                    out[key] = v
     return out

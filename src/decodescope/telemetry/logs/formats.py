@@ -1,0 +1,355 @@
+"""The log line formats: one row per (engine, line kind), read by one parser.
+
+A row holds what marks the line (`keyword`), how its numbers are found — a field map for
+`key: value, key: value` messages (printed name -> record field) or regexes with named groups
+— the fields a line must have, how a complete line ends (a line without a newline may have
+been cut: see `complete`), the record it makes, and sample lines (real excerpts from
+tests/data, or synthetic and labelled so) with the record fields each must give
+(tests/test_log_formats_table.py parses every sample).
+
+`fields(row, message)` is the one parser of field-map rows: the printed name -> raw value
+map of the message. A row's `common` (the field order the engine prints most) only makes it
+sooner: one anchored regex built from the same row finds the same raw values of a line
+printed in that order; any other line is split by name (fields.split_fields). Nothing here
+interprets a value: the engine modules (vllm.py, sglang.py, llamacpp.py) make the records
+from the rows' output, the assemblers build windows from the records.
+
+To add a line kind: a row here (with a sample), its record and case in the engine's parse
+and assembler, and a fixture line in a test.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from decodescope.telemetry.logs.fields import Fields, split_fields
+
+NUM = r"\d+(?:\.\d+)?"  # a printed number
+NUMS = rf"{NUM}(?:, {NUM})*"  # a printed list of numbers
+
+
+@dataclass(frozen=True)
+class Sample:
+    line: str
+    source: str  # "tests/data/real-logs/X.log" or "synthetic"
+    expect: Mapping[str, Any]  # record field -> value the line must give
+
+
+@dataclass(frozen=True)
+class Row:
+    engine: str
+    kind: str
+    keyword: str  # the text that marks the line (searched in every block)
+    record: str  # the record type the engine module makes
+    # `key: value` lines: printed name -> record field (EngineWindow.printed name)
+    field_map: Mapping[str, str] = field(default_factory=dict)
+    # regex lines: name -> pattern (named groups), searched in the line
+    patterns: Mapping[str, re.Pattern[str]] = field(default_factory=dict)
+    required: tuple[tuple[str, ...], ...] = ()  # each: one of these names must be there
+    # complete line: last field (or kind) -> how its value ends (a unit, a separator)
+    ends: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # the most common print order: (name, number pattern, unit after it); builds `fast`
+    common: tuple[tuple[str, str, str], ...] = ()
+    samples: tuple[Sample, ...] = ()
+    also: tuple[str, ...] = ()  # further keywords that mark the same kind of line
+
+    @property
+    def keywords(self) -> tuple[str, ...]:
+        return (self.keyword, *self.also)
+
+    fast: re.Pattern[str] | None = field(init=False, default=None, compare=False)
+    _names: tuple[str, ...] = field(init=False, default=(), compare=False)
+
+    def __post_init__(self) -> None:
+        if self.common:  # one anchored regex of the common order, from the row itself
+            object.__setattr__(self, "fast", re.compile(", ".join(
+                f"{re.escape(n)}: ({v}){re.escape(u)}" for n, v, u in self.common) + r"\s*$"))
+            object.__setattr__(self, "_names", tuple(n for n, _, _ in self.common))
+
+
+def fields(row: Row, message: str) -> Fields:
+    """Printed name -> raw value of a field-map row's message (the text after its keyword).
+    A line in the row's common order gives its numbers without their units (the same
+    numbers `Fields.num` reads from the whole value)."""
+    fast = row.fast
+    if fast is not None:
+        m = fast.match(message)
+        if m is not None:
+            return Fields(zip(row._names, m.groups(), strict=True))
+    return split_fields(message)
+
+
+def groups(row: Row, text: str) -> dict[str, str] | None:
+    """The named groups of a regex row's patterns found in `text` (a pattern whose one group
+    is `v` gives its value under the pattern's name); None when a required pattern is not
+    found. The one parser of regex rows."""
+    out: dict[str, str] = {}
+    found: set[str] = set()
+    for name, rx in row.patterns.items():
+        m = rx.search(text)
+        if m is None:
+            continue
+        found.add(name)
+        for k, v in m.groupdict().items():
+            if v is not None:
+                out[name if k == "v" else k] = v
+    if not all(any(n in found for n in names) for names in row.required):
+        return None
+    return out
+
+
+def has_required(row: Row, f: Mapping[str, Any]) -> bool:
+    return all(any(n in f for n in names) for names in row.required)
+
+
+def ends_whole(row: Row, message: str) -> bool:
+    """True when a field-map line ends with the last field of its format, unit included."""
+    msg = message.rstrip(" \r\n")
+    name, _, value = msg.rsplit(", ", 1)[-1].partition(": ")
+    ends = row.ends.get(name.strip())
+    return ends is not None and value.endswith(ends)
+
+
+# -- vLLM ---------------------------------------------------------------------------------
+VLLM_STATS = Row(
+    "vllm", "stats", "Avg prompt throughput: ", "VStats",
+    field_map={
+        "Avg prompt throughput": "prompt_throughput",
+        "Avg generation throughput": "generation_throughput",
+        "Running": "running",
+        "Waiting": "waiting",
+        "Pending": "waiting",
+        "Swapped": "swapped",
+        "Deferred": "deferred",
+        "Preemptions": "preemptions",
+        "GPU KV cache usage": "kv_cache_usage_pct",
+        "KV cache usage": "kv_cache_usage_pct",
+        "CPU KV cache usage": "cpu_kv_cache_usage_pct",
+        "Prefix cache hit rate": "prefix_cache_hit_rate_pct",
+        "Corrupted": "corrupted",
+        "External prefix cache hit rate": "external_prefix_cache_hit_rate_pct",
+        "MM cache hit rate": "mm_cache_hit_rate_pct",
+    },
+    required=(("Avg generation throughput",),),
+    ends={"Prefix cache hit rate": ("%",), "CPU KV cache usage": ("%.",),
+          "External prefix cache hit rate": ("%",), "MM cache hit rate": ("%",),
+          "Corrupted": (" reqs",)},
+    common=(("Avg prompt throughput", NUM, " tokens/s"),
+            ("Avg generation throughput", NUM, " tokens/s"),
+            ("Running", r"\d+", " reqs"), ("Waiting", r"\d+", " reqs"),
+            ("GPU KV cache usage", NUM, "%"), ("Prefix cache hit rate", NUM, "%")),
+    samples=(
+        Sample("(APIServer pid=5020) INFO 05-19 10:30:43 [loggers.py:271] Engine 000: Avg "
+               "prompt throughput: 3279.0 tokens/s, Avg generation throughput: 1004.4 "
+               "tokens/s, Running: 8 reqs, Waiting: 7 reqs, GPU KV cache usage: 82.5%, Prefix "
+               "cache hit rate: 0.0%", "tests/data/real-logs/vllm_issue_43295.log",
+               {"variant": "v1", "pid": 5020, "engine_id": "Engine 000", "gen_tput": 1004.4,
+                "prompt_tput": 3279.0, "running": 8.0, "waiting": 7.0}),
+        Sample("INFO 04-08 10:43:07 metrics.py:455] Avg prompt throughput: 33127.2 tokens/s, "
+               "Avg generation throughput: 238.0 tokens/s, Running: 4 reqs, Swapped: 0 reqs, "
+               "Pending: 0 reqs, GPU KV cache usage: 0.3%, CPU KV cache usage: 0.0%.",
+               "tests/data/real-logs/vllm_issue_16258.log",
+               {"variant": "v0", "gen_tput": 238.0, "running": 4.0, "waiting": 0.0}),
+    ),
+)
+_SPEC_FIELDS = {
+    "Draft acceptance rate": "draft_acceptance_rate",
+    "Avg Draft acceptance rate": "avg_draft_acceptance_rate_pct",
+    "Mean acceptance length": "mean_acceptance_length",
+    "Accepted throughput": "accepted_throughput",
+    "Drafted throughput": "drafted_throughput",
+    "Accepted": "accepted",
+    "Drafted": "drafted",
+    "Per-position acceptance rate": "per_position",
+    "System efficiency": "system_efficiency",
+    "Number of speculative tokens": "k",
+    "Number of accepted tokens": "accepted",
+    "Number of draft tokens": "drafted",
+    "Number of draft tokens tokens": "drafted",
+    "Number of emitted tokens": "emitted",
+    "Number of emitted tokens tokens": "emitted",
+}
+_SPEC_REQUIRED = (("Accepted", "Number of accepted tokens"),
+                  ("Drafted", "Number of draft tokens", "Number of draft tokens tokens"))
+# (V1-a lines end with `Number of draft tokens: N, `: vllm.complete tells those by variant)
+_SPEC_ENDS = {"Avg Draft acceptance rate": ("%",), "Number of emitted tokens": (".",),
+              "Number of emitted tokens tokens": (".",)}
+VLLM_SPEC = Row(
+    "vllm", "spec", "SpecDecoding metrics: ", "VSpec",
+    field_map=_SPEC_FIELDS, required=_SPEC_REQUIRED, ends=_SPEC_ENDS,
+    common=(("Mean acceptance length", NUM, ""), ("Accepted throughput", NUM, " tokens/s"),
+            ("Drafted throughput", NUM, " tokens/s"), ("Accepted", r"\d+", " tokens"),
+            ("Drafted", r"\d+", " tokens"), ("Per-position acceptance rate", NUMS, ""),
+            ("Avg Draft acceptance rate", NUM, "%")),
+    samples=(
+        Sample("(APIServer pid=5020) INFO 05-19 10:30:33 [metrics.py:101] SpecDecoding "
+               "metrics: Mean acceptance length: 2.53, Accepted throughput: 553.18 tokens/s, "
+               "Drafted throughput: 721.24 tokens/s, Accepted: 5533 tokens, Drafted: 7214 "
+               "tokens, Per-position acceptance rate: 0.832, 0.702, Avg Draft acceptance "
+               "rate: 76.7%", "tests/data/real-logs/vllm_issue_43295.log",
+               {"variant": "v1-d", "pid": 5020, "accepted": 5533, "drafted": 7214,
+                "per_pos": (0.832, 0.702), "mal_printed": 2.53}),
+    ),
+)
+VLLM_SPEC_V0 = Row(
+    "vllm", "spec-v0", "Speculative metrics: ", "VSpec",
+    field_map=_SPEC_FIELDS, required=_SPEC_REQUIRED, ends=_SPEC_ENDS,
+    samples=(
+        Sample("INFO 10-16 19:05:47 metrics.py:367] Speculative metrics: Draft acceptance rate: "
+               "0.642, System efficiency: 0.598, Number of speculative tokens: 3, Number of "
+               "accepted tokens: 8547, Number of draft tokens: 13311, Number of emitted "
+               "tokens: 10616.", "tests/data/real-logs/vllm_issue_9539.log",
+               {"variant": "v0", "accepted": 8547, "drafted": 13311, "k": 3,
+                "emitted": 10616}),
+    ),
+)
+VLLM_CONFIG = Row(
+    "vllm", "config", "num_spec", "VConfig",
+    patterns={"k": re.compile(r"num_spec(?:ulative)?_tokens['\"]?\s*[=:]\s*(?P<k>\d+)"),
+              "method": re.compile(r"\bmethod['\"]?\s*[=:]\s*['\"]?(?P<method>[A-Za-z][\w\-]*)")},
+    required=(("k",),),
+    samples=(
+        Sample("(APIServer pid=4242) INFO 09-15 09:58:00 [utils.py:253] non-default args: "
+               "{'model': 'gemma', 'speculative_config': {'method': 'ngram', "
+               "'num_speculative_tokens': 3, 'prompt_lookup_max': 4}}", "synthetic",
+               {"k": 3, "method": "ngram", "spec": True}),
+    ),
+)
+VLLM_LAUNCH = Row(
+    "vllm", "launch", "non-default args", "VConfig",
+    samples=(
+        Sample("(APIServer pid=4242) INFO 09-15 09:58:00 [utils.py:253] non-default args: "
+               "{'model': 'gemma', 'max_num_seqs': 8}", "synthetic",
+               {"k": None, "spec": False}),
+    ),
+)
+
+# -- SGLang -------------------------------------------------------------------------------
+SGLANG_DECODE = Row(
+    "sglang", "decode", "Decode batch", "SDecode",
+    field_map={
+        "#running-req": "running",
+        "#token": "tokens",
+        "token usage": "token_usage",
+        "accept len": "mal_reported",
+        "accept rate": "accept_rate",
+        "cuda graph": "cuda_graph",
+        "cpu graph": "cpu_graph",
+        "npu graph": "npu_graph",
+        "gen throughput (token/s)": "generation_throughput",
+        "#queue-req": "waiting",
+        "largest-len": "largest_len",
+        "#full token": "full_tokens",
+        "full token usage": "full_token_usage",
+        "#swa token": "swa_tokens",
+        "swa token usage": "swa_token_usage",
+        "mamba num": "mamba_num",
+        "mamba usage": "mamba_usage",
+        "pre-allocated usage": "preallocated_usage",
+        "#prealloc-req": "prealloc_req",
+        "#transfer-req": "transfer_req",
+        "#retracted-req": "retracted_req",
+    },
+    required=(("gen throughput (token/s)",), ("#running-req",)),
+    ends={"#queue-req": (",",)},  # only lines that print the separator after it can tell
+    samples=(
+        Sample("[2025-10-22 10:27:57 TP0] Decode batch. #running-req: 1, #token: 186, token "
+               "usage: 0.00, accept len: 1.95, accept rate: 0.49, cuda graph: True, gen "
+               "throughput (token/s): 178.86, #queue-req: 0, ",
+               "tests/data/real-logs/sglang_issue_11948.log",
+               {"tag": "TP0", "running": 1.0, "gen_tput": 178.86, "accept_len": 1.95,
+                "waiting": 0.0}),
+        Sample("[2026-04-08 14:05:21 TP0] Decode batch, #running-req: 5, #token: 20800, token "
+               "usage: 0.29, cuda graph: True, gen throughput (token/s): 144.95, #queue-req: 0",
+               "tests/data/real-logs/sglang_pr_22331.log",
+               {"tag": "TP0", "running": 5.0, "gen_tput": 144.95, "accept_len": None}),
+    ),
+)
+SGLANG_CONFIG = Row(
+    "sglang", "config", "decode_log_interval", "SConfig",
+    patterns={"steps": re.compile(r"decode_log_interval['\"]?\s*[=:]\s*(?P<steps>\d+)"),
+              "spec": re.compile(r"speculative_algorithm['\"]?\s*[=:]\s*['\"]?(?P<spec>\w+)")},
+    required=(("steps",),),
+    samples=(
+        Sample("[2025-10-22 10:27:40] server_args=ServerArgs(model_path='m', "
+               "speculative_algorithm='EAGLE', decode_log_interval=20, dp_size=1)", "synthetic",
+               {"steps": 20, "spec": True}),
+    ),
+)
+
+# -- llama.cpp ----------------------------------------------------------------------------
+LLAMACPP_TIMING = Row(
+    "llamacpp", "timing", "eval time =", "LTime",
+    patterns={"time": re.compile(rf"(?P<kind>prompt eval|eval|total) time =\s*(?P<ms>{NUM}) "
+                                 r"ms /\s*(?P<tokens>\d+) (?:tokens|runs)")},
+    required=(("time",),),
+    ends={"prompt eval": ("tokens per second)",), "eval": ("tokens per second)",),
+          "total": (" tokens",)},
+    samples=(
+        Sample("0.06.895.998 I slot print_timing: id  1 | task 0 |        eval time =    "
+               "2296.72 ms /   256 tokens (    8.97 ms per token,   111.46 tokens per second)",
+               "tests/data/real-logs/llamacpp_pr_24536.log",
+               {"slot": (1, 0), "kind": "eval", "ms": 2296.72, "tokens": 256}),
+        Sample("0.06.895.999 I slot print_timing: id  1 | task 0 |       total time =    "
+               "2596.83 ms /   276 tokens", "tests/data/real-logs/llamacpp_pr_24536.log",
+               {"kind": "total", "ms": 2596.83, "tokens": 276}),
+    ),
+    also=("total time =",),
+)
+LLAMACPP_DRAFT = Row(
+    "llamacpp", "draft", "draft acceptance", "LDraft",
+    patterns={
+        "draft": re.compile(r"draft acceptance(?: rate)? =\s*(?P<rate>\d+(?:\.\d+)?|nan)\s*"
+                            r"\(\s*(?P<accepted>\d+) accepted /\s*(?P<generated>\d+) generated\)"),
+        "mal": re.compile(rf"mean (?:acceptance length|len) =\s*(?P<mal>{NUM})"),
+        "per_pos": re.compile(r"acceptance rate per position =\s*\((?P<per_pos>[^)]*)\)"),
+    },
+    required=(("draft",),),
+    samples=(
+        Sample("0.06.896.015 I slot print_timing: id  1 | task 0 | draft acceptance = 0.64479 "
+               "(  167 accepted /   259 generated), mean acceptance length =  2.92, acceptance "
+               "rate per position = (0.805, 0.632, 0.483)",
+               "tests/data/real-logs/llamacpp_pr_24536.log",
+               {"slot": (1, 0), "accepted": 167, "generated": 259, "mal": 2.92,
+                "per_pos": (0.805, 0.632, 0.483)}),
+        Sample("0.08.388.799 I slot print_timing: id  1 | task 1 | draft acceptance = 0.70065 "
+               "(  323 accepted /   461 generated), mean len =  6.57",
+               "tests/data/llamacpp-embedded/ngram_np2_c4.log",
+               {"accepted": 323, "generated": 461, "mal": 6.57, "per_pos": None}),
+    ),
+)
+_STAT_NAMES = ("#gen drafts", "#acc drafts", "#gen tokens", "#acc tokens")
+LLAMACPP_STATISTICS = Row(
+    "llamacpp", "statistics", "#gen drafts", "LStats",
+    patterns={"impl": re.compile(r"statistics\s+(?P<impl>[\w.-]+):"),
+              **{k: re.compile(rf"{re.escape(k)} =\s*(?P<v>{NUM})") for k in _STAT_NAMES},
+              "mal": re.compile(rf"#mean acc len =\s*(?P<mal>{NUM})")},
+    required=(("impl",), *((k,) for k in _STAT_NAMES)),
+    ends={"statistics": (" ms",)},
+    samples=(
+        Sample("0.06.896.057 I statistics     draft-eagle3: #calls(b,g,a) =    1     87     87, "
+               "#gen drafts =     87, #acc drafts =    70, #gen tokens =    259, #acc tokens =   "
+               "167, #mean acc len = 2.92, #acc rate/pos = (0.805, 0.632, 0.483), "
+               "dur(b,g,a) = 0.005, 325.555, 0.114 ms",
+               "tests/data/real-logs/llamacpp_pr_24536.log",
+               {"impl": "draft-eagle3", "gen_drafts": 87, "gen_tokens": 259, "acc_tokens": 167,
+                "mal": 2.92}),
+    ),
+)
+LLAMACPP_RELEASE = Row(
+    "llamacpp", "release", "stop processing", "LRelease",
+    samples=(
+        Sample("0.06.896.125 I slot      release: id  1 | task 0 | stop processing: n_tokens = "
+               "275, truncated = 0", "tests/data/real-logs/llamacpp_pr_24536.log",
+               {"slot": (1, 0)}),
+    ),
+)
+
+ROWS: tuple[Row, ...] = (
+    VLLM_STATS, VLLM_SPEC, VLLM_SPEC_V0, VLLM_CONFIG, VLLM_LAUNCH,
+    SGLANG_DECODE, SGLANG_CONFIG,
+    LLAMACPP_TIMING, LLAMACPP_DRAFT, LLAMACPP_STATISTICS, LLAMACPP_RELEASE,
+)
