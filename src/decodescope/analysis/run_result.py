@@ -252,6 +252,11 @@ def analyze_run(run: StoredRun, extra_findings: list[Finding] = ()) -> dict[str,
         "queueing": queue,
         "findings": findings,
     }
+    from decodescope.analysis.goodput import goodput_of_run
+
+    gp = goodput_of_run(run)
+    if gp is not None:
+        out["goodput"] = gp
     out["quantities"] = {k: q.to_dict() for k, q in run_quantities(out).items()}
     return out
 

@@ -106,6 +106,17 @@ class DatasetSpec:
 
 
 @dataclass(frozen=True)
+class SloSpec:
+    """Limits a request must meet to count toward goodput (caliber/slo.py parses them). They
+    judge requests and change nothing that is sent: kept out of the identity."""
+
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    e2e_ms: float | None = None
+    preset: str | None = None  # the named preset they came from, if any
+
+
+@dataclass(frozen=True)
 class Caliber:
     name: str
     version: int
@@ -121,6 +132,7 @@ class Caliber:
     sampling: SamplingSpec = field(default_factory=SamplingSpec)
     load: LoadSpec = field(default_factory=LoadSpec)
     dataset: DatasetSpec | None = None
+    slo: SloSpec | None = None
 
     @property
     def ref(self) -> str:
@@ -161,6 +173,7 @@ class Caliber:
         # keep the identities their stored runs and baselines carry.
         if self.load.classic:
             d.pop("load")
+        d.pop("slo")  # judges requests, sends nothing: runs at other SLOs stay comparable
         if self.dataset is None:
             d.pop("dataset")
         else:
@@ -191,7 +204,8 @@ class Caliber:
     def from_dict(cls, d: dict[str, Any]) -> Caliber:
         d = {k: v for k, v in d.items() if k != "identity"}
         sub = {"prompt": PromptSpec, "output": OutputSpec, "sampling": SamplingSpec,
-               "load": LoadSpec, "dataset": DatasetSpec}
+               "load": LoadSpec, "dataset": DatasetSpec,
+               "slo": SloSpec}
         kw: dict[str, Any] = {}
         for k, v in d.items():
             kw[k] = sub[k](**v) if (k in sub and v is not None) else v
@@ -254,8 +268,18 @@ def element_table(c: Caliber) -> list[tuple[str, str]]:
         ("trial duration", f"{c.load.duration_s:g} s of sending" if c.load.duration_s else "-"),
         ("endpoint", c.endpoint),
         ("stream options", _stream_desc(c)),
+        ("SLO", slo_desc(c.slo)),
     ]
     return rows
+
+
+def slo_desc(slo: SloSpec | None) -> str:
+    """"ttft ≤ 200 ms, tpot ≤ 50 ms (preset NAME)", or "-" without one."""
+    if slo is None:
+        return "-"
+    parts = [f"{k} ≤ {v:g} ms" for k, v in (("ttft", slo.ttft_ms), ("tpot", slo.tpot_ms),
+                                            ("e2e", slo.e2e_ms)) if v is not None]
+    return ", ".join(parts) + (f" (preset {slo.preset})" if slo.preset else "")
 
 
 def _opt(v: object) -> str:

@@ -139,6 +139,10 @@ def _caliber_file(name: str) -> str | None:
 @click.option("--scrape-interval", default=1.0, show_default=True, type=click.FloatRange(0.05, 60), help="Longest Prometheus scrape interval, seconds; shorter trials get shorter intervals (about 12 scrapes per trial).")
 @load_options
 @click.option("--warmup", default=1, show_default=True, type=click.IntRange(0, 100), help="Requests sent before the trials and not counted (speculators that learn from earlier outputs, caches).")
+@click.option("--slo", "slo", default=None, metavar="LIMITS",
+              help="Goodput limits, e.g. ttft=200ms,tpot=50ms,e2e=10s, or a preset "
+                   "(mlperf-llama2-70b, ...: docs/methodology.md). A caliber element, kept out "
+                   "of the identity.")
 @click.option("--no-scrape", is_flag=True, help="Do not scrape /metrics.")
 @click.option("--no-fingerprint", is_flag=True, help="Do not collect the stack fingerprint.")
 @click.option("--watch-repo", "watch_repos", multiple=True, type=click.Path(), help="Repository to check the engine against (repeatable).")
@@ -151,7 +155,8 @@ def command(url: str, caliber_name: str, trials: int, labels: tuple[str, ...], m
             watch_repos: tuple[str, ...], store_path: str | None, as_json: bool,
             concurrency: int | None = None, request_rate: float | None = None,
             burstiness: float | None = None, num_requests: int | None = None,
-            duration_s: float | None = None, dataset: str | None = None) -> int:
+            duration_s: float | None = None, dataset: str | None = None,
+            slo: str | None = None) -> int:
     """Probe URL under a caliber; store every trial; print client and engine numbers.
 
     URL is the server's base URL (a trailing /v1 is fine). Load options (--concurrency,
@@ -161,6 +166,10 @@ def command(url: str, caliber_name: str, trials: int, labels: tuple[str, ...], m
     cal = derive_caliber(resolve(caliber_name), concurrency=concurrency,
                          request_rate=request_rate, burstiness=burstiness,
                          num_requests=num_requests, duration_s=duration_s, dataset=dataset)
+    if slo is not None:
+        from decodescope.caliber.slo import parse_slo
+
+        cal = dataclasses.replace(cal, slo=parse_slo(slo))
     settings = ProbeSettings(url=url, caliber=cal, trials=trials, labels=parse_labels(labels),
                              model=model, api_key=read_api_key(api_key_env), proxy=proxy,
                              warmup=warmup, caliber_path=_caliber_file(caliber_name))

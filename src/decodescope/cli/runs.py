@@ -107,9 +107,12 @@ def _mal_cell(r: dict[str, Any]) -> str:
 
 @command.command("show")
 @click.argument("run")
+@click.option("--slo", "slo", default=None, metavar="LIMITS",
+              help="Goodput of the run's requests under these limits (as probe --slo), "
+                   "computed from its traces; not stored.")
 @store_option
 @json_option
-def show_cmd(run: str, store_path: str | None, as_json: bool) -> None:
+def show_cmd(run: str, store_path: str | None, as_json: bool, slo: str | None = None) -> None:
     """Show one run (id, `last`, or label key=value): caliber, trials, numbers, warnings."""
     from decodescope.cli.probe import run_document
     from decodescope.report.distributions import run_distributions
@@ -121,7 +124,14 @@ def show_cmd(run: str, store_path: str | None, as_json: bool) -> None:
         if (not as_json and r.result is None and r.trials
                 and r.status in ("running", sr.ABANDONED)):
             shown = _so_far(st, r)
-        dist = run_distributions(dataclasses.replace(shown, trials=sr.get_run(st, r.id).trials))
+        full = sr.get_run(st, r.id)
+        dist = run_distributions(dataclasses.replace(shown, trials=full.trials))
+        if slo is not None:
+            from decodescope.analysis.goodput import goodput_of_run
+            from decodescope.caliber.slo import parse_slo
+
+            g = goodput_of_run(full, dataclasses.asdict(parse_slo(slo)))
+            r = shown = dataclasses.replace(shown, result={**(shown.result or {}), "goodput": g})
     emit(run_document(r, dist), as_json, lambda _: render_run(shown, dist))
 
 
@@ -136,8 +146,9 @@ def _so_far(st: Store, r: StoredRun) -> StoredRun:
 
 @command.command("export")
 @click.argument("runs", nargs=-1, required=True)
-@click.option("--format", "fmt", type=click.Choice(["json", "csv"]), default="json", show_default=True,
-              help="json: the whole run(s) with raw traces; csv: one table (--table).")
+@click.option("--format", "fmt", type=click.Choice(["json", "csv", "br"]), default="json", show_default=True,
+              help="json: the whole run(s) with raw traces; csv: one table (--table); br: the "
+                   "llm-d benchmark report 0.2 of one run (YAML when -o ends in .yaml).")
 @click.option("--table", type=click.Choice(list(TABLES)), default="runs", show_default=True,
               help="With --format csv: one row per run (summary and percentiles), per trial, or per request.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="File (default stdout).")
@@ -151,7 +162,9 @@ def export_cmd(runs: tuple[str, ...], fmt: str, table: str, output: str | None,
     with Store.open(store_path, read_only=True) as st:
         ids = list(dict.fromkeys(sr.resolve_run_id(st, s) for s in runs))
         loaded = [sr.get_run(st, i) for i in ids]
-    if fmt == "csv":
+    if fmt == "br":
+        text = _br_text(loaded, output)
+    elif fmt == "csv":
         text = to_csv(export_rows(loaded, table))
     else:
         from decodescope.report.distributions import run_distributions
@@ -171,6 +184,23 @@ def export_cmd(runs: tuple[str, ...], fmt: str, table: str, output: str | None,
         click.echo(f"wrote {output}", err=True)
     else:
         click.echo(text, nl=False)
+
+
+def _br_text(loaded: list[Any], output: str | None) -> str:
+    """One run as an llm-d benchmark report 0.2 (peers/llmd_report.py)."""
+    from decodescope.errors import UsageError
+    from decodescope.peers.llmd_report import run_report
+    from decodescope.verdict.imported_run import run_elements
+
+    if len(loaded) != 1:
+        raise UsageError(f"--format br writes one run per report; {len(loaded)} were given",
+                         where="runs export", remedy="Export each run to its own file")
+    doc = run_report(loaded[0], run_elements(loaded[0]))
+    if output and output.endswith((".yaml", ".yml")):
+        import yaml
+
+        return str(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))
+    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
 
 
 @command.command("rm")

@@ -69,6 +69,12 @@ def _sweep_load_options(f: Any) -> Any:
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
               metavar="FILE.html", help="Load sweeps: write the table and the throughput–latency "
                                         "plots as one self-contained HTML file.")
+@click.option("--slo", "slo", default=None, metavar="LIMITS",
+              help="Load sweeps: goodput limits per point (as probe --slo); the sweep names the "
+                   "highest load whose goodput reaches --slo-target.")
+@click.option("--slo-target", "slo_target", default=99.0, show_default=True,
+              type=click.FloatRange(0, 100, min_open=True), metavar="PCT",
+              help="Share of requests that must meet the SLO for a load to meet it.")
 @store_option
 @json_option
 def command(url: str, caliber_list: str, concurrency_list: str | None, rate_list: str | None,
@@ -78,7 +84,8 @@ def command(url: str, caliber_list: str, concurrency_list: str | None, rate_list
             store_path: str | None, as_json: bool, warmup: int = 1,
             request_rate: float | None = None, burstiness: float | None = None,
             num_requests: int | None = None, duration_s: float | None = None,
-            dataset: str | None = None) -> int:
+            dataset: str | None = None, slo: str | None = None,
+            slo_target: float = 99.0) -> int:
     """Probe several calibers on one server (decode rate, MAL and step rate per caliber), or
     one caliber under several loads (decode rate per request, output throughput of all
     requests, TTFT / ITL percentiles per load: the throughput–latency curve)."""
@@ -92,7 +99,10 @@ def command(url: str, caliber_list: str, concurrency_list: str | None, rate_list
              "dataset": dataset}
     if concs or rates:
         return _load_sweep(url, names, concs, rates, opts, extra, warmup, fmt, plot_path,
-                           store_path, as_json)
+                           store_path, as_json, slo, slo_target / 100.0)
+    if slo is not None:
+        raise UsageError("--slo is for load sweeps", where="sweep",
+                         remedy="Add --concurrency N,N,... or --request-rate R,R,...")
     if len(names) < 2:
         raise UsageError("a sweep needs at least two calibers, or one caliber and a load list",
                          where="--calibers",
@@ -167,13 +177,22 @@ def _probe_point(store: Store, url: str, cal: Caliber, opts: ProbeOptions, warmu
 
 def _load_sweep(url: str, names: list[str], concs: list[float], rates: list[float],
                 opts: ProbeOptions, extra: dict[str, Any], warmup: int, fmt: str,
-                plot_path: str | None, store_path: str | None, as_json: bool) -> int:
+                plot_path: str | None, store_path: str | None, as_json: bool,
+                slo: str | None = None, slo_target: float = 0.99) -> int:
+    import dataclasses
+
+    from decodescope.analysis.goodput import sweep_goodput, sweep_lines
     from decodescope.report import loadsweep
 
     if len(names) != 1:
         raise UsageError("a load sweep probes one caliber", where="--caliber",
                          remedy="Give one caliber with --concurrency / --request-rate lists")
     axis, values, cals = load_points(resolve(names[0]), concs, rates, extra)
+    if slo is not None:
+        from decodescope.caliber.slo import parse_slo
+
+        limits = parse_slo(slo)
+        cals = [dataclasses.replace(c, slo=limits) for c in cals]
     tag = f"load-{int(time.time())}"
     opts.labels.setdefault("sweep", tag)
     opts.labels.setdefault("load_axis", axis)
@@ -192,6 +211,8 @@ def _load_sweep(url: str, names: list[str], concs: list[float], rates: list[floa
                            err=True)
             raise
     sweep = loadsweep.load_sweep(axis, values, runs)
+    good = sweep_goodput(axis, values, [(r.result or {}).get("goodput") for r in runs],
+                         slo_target) if slo is not None else None
     if plot_path:
         from decodescope.cli.report import _write
 
@@ -200,11 +221,12 @@ def _load_sweep(url: str, names: list[str], concs: list[float], rates: list[floa
     if as_json:
         from decodescope.report.iso import with_iso
 
-        emit(with_iso(sweep.to_dict()), True, str)
+        doc = with_iso(sweep.to_dict())
+        emit({**doc, "goodput": good} if good is not None else doc, True, str)
     elif fmt == "csv":
         click.echo(loadsweep.render_csv(sweep), nl=False)
     elif fmt == "md":
-        click.echo(loadsweep.render_md(sweep))
+        click.echo("\n".join([loadsweep.render_md(sweep), *sweep_lines(good)]))
     else:
-        click.echo(loadsweep.render_text(sweep))
+        click.echo("\n".join([loadsweep.render_text(sweep), *sweep_lines(good)]))
     return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import click
 
@@ -77,6 +78,7 @@ def command(current: str, baseline_sel: str, fmt: str, min_effect: float,
         verdict = judge(base, cur, store=store, run_spread_pct=run_spread,
                         min_effect=min_effect / 100.0, bands=bands,
                         assume_same_caliber=assume_same_caliber)
+        goodput = _goodput(store, base.run_ids, cur.run_ids)
     finally:
         if store is not None:
             store.close()
@@ -84,8 +86,36 @@ def command(current: str, baseline_sel: str, fmt: str, min_effect: float,
         from decodescope.report.verdict_md import render_verdict_md
 
         click.echo(render_verdict_md(verdict), nl=False)
+        if goodput is not None:
+            from decodescope.analysis.goodput import beside_lines
+
+            click.echo("\n" + "\n".join(beside_lines(goodput)))
     else:
+        from decodescope.analysis.goodput import beside_lines
+        from decodescope.cli.common import to_jsonable
         from decodescope.verdict.render import render_text
 
-        emit(verdict, as_json, render_text)
+        if goodput is None:
+            emit(verdict, as_json, render_text)
+        else:
+            emit({**to_jsonable(verdict), "goodput": goodput}, as_json,
+                 lambda _: "\n".join([render_text(verdict), "", *beside_lines(goodput)]))
     return verdict.exit_code
+
+
+def _goodput(store: Store | None, base_ids: tuple[int, ...], cur_ids: tuple[int, ...]
+             ) -> dict[str, Any] | None:
+    """Each side's goodput (stored runs' records), for showing beside the verdict."""
+    from decodescope.analysis.goodput import beside_verdict, pooled
+    from decodescope.store import runs as sr
+
+    if store is None:
+        return None
+
+    def side(ids: tuple[int, ...]) -> dict[str, Any] | None:
+        if not ids:
+            return None
+        return pooled([(sr.get_run(store, i, with_traces=False).result or {}).get("goodput")
+                       for i in ids])
+
+    return beside_verdict(side(base_ids), side(cur_ids))

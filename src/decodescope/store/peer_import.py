@@ -16,14 +16,15 @@ from typing import Any
 
 from decodescope.errors import UsageError
 from decodescope.peers import ELEMENTS, PeerResult, read_file
+from decodescope.peers.audit import audit
 from decodescope.peers.common import REALIZED_MEANS, WORKLOAD_TOLERANCE, fmt, same_realized
 from decodescope.store import runs as store_runs
 from decodescope.store.db import Store
 
 
-def read_peer_file(path: str) -> PeerResult:
-    """The file's last result (kept for callers that read one)."""
-    return read_file(path)[-1]
+def read_peer_file(path: str, benchmark: int | None = None) -> PeerResult:
+    """The file's last result (kept for callers that read one); `benchmark`: as read_file."""
+    return read_file(path, benchmark)[-1]
 
 
 def workload_difference(a: PeerResult, b: PeerResult) -> list[str]:
@@ -47,15 +48,17 @@ def workload_difference(a: PeerResult, b: PeerResult) -> list[str]:
 
 
 def import_files(store: Store, paths: list[str], *, labels: dict[str, str] | None = None,
-                 tool_version: str | None = None
+                 tool_version: str | None = None, benchmark: int | None = None
                  ) -> tuple[int, list[PeerResult], dict[str, Any]]:
     """Store the files as one run (one trial per result: a file of appended results gives
     several); give its id, the results read and the run's `imported` record (tool, version,
     the run's elements, unknown ones, notes). One import is one workload: results whose
-    recorded elements differ (workload_difference) are refused (UsageError, exit 2)."""
+    recorded elements differ (workload_difference) are refused (UsageError, exit 2).
+    `benchmark`: the benchmark of each file (GuideLLM's, 1-based; peers.read_file). What each
+    file claims is checked against what it records (peers.audit): findings under "audit"."""
     if not paths:
         raise UsageError("no files", where="import", remedy="Give one or more result files")
-    results = [r for p in paths for r in read_file(p)]
+    results = [r for p in paths for r in read_file(p, benchmark)]
     first = results[0]
     for r in results[1:]:
         if r.tool != first.tool:
@@ -82,6 +85,9 @@ def import_files(store: Store, paths: list[str], *, labels: dict[str, str] | Non
                                for r in results}.values()),
                 "elements": elements, "unknown": [k for k in ELEMENTS if elements.get(k) is None],
                 "notes": sorted({n for r in results for n in r.notes})}
+    findings = [f for r in results for f in audit(r.trial.get("work"), r.name)]
+    if findings:
+        imported["audit"] = findings
     identity = "imported-" + hashlib.sha256(
         json.dumps({"tool": first.tool, "elements": elements}, sort_keys=True).encode()
     ).hexdigest()[:12]

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from decodescope.peers import decode_from, reader_of
 from decodescope.peers.common import ELEMENTS, REALIZED_MEANS, WORKLOAD_TOLERANCE, same_realized
 from decodescope.verdict.types import CaliberComparison, CaliberRow
 
@@ -48,6 +49,46 @@ def tool_of(side: Side) -> str | None:
     imp = side.imported or {}
     tool = imp.get("tool")
     return str(tool) if tool else None
+
+
+def _tool_named(side: Side) -> str | None:
+    """The side's tool as its reader names it (from the stored record, else its label)."""
+    tool = tool_of(side)
+    if tool:
+        return tool
+    r = reader_of(side.imported_from) if side.imported_from else None
+    return str(r.TOOL) if r is not None else side.imported_from
+
+
+# The expected direction of the current side's per-request decode rate when an element is
+# higher / longer on it than on the baseline (docs/peers.md, "Two tools, one server").
+_HIGHER_READS_LOWER = {
+    "concurrency": "more requests share each step",
+    "request rate": "more requests in flight",
+    "input tokens (mean)": "a longer context per step",
+    "output tokens (mean)": "a longer context per step (length decay)",
+    "output max_tokens": "longer outputs: a longer context per step",
+    "temperature": "sampling accepts fewer speculative drafts than greedy decoding",
+}
+
+
+def direction(k: str, vb: str, vc: str) -> str | None:
+    """"expected lower on the current side: ..." for an element that differs, when its
+    direction is known; None otherwise."""
+    try:
+        xb, xc = float(vb.split()[-1]), float(vc.split()[-1])
+    except ValueError:
+        xb = xc = None  # type: ignore[assignment]
+    why = _HIGHER_READS_LOWER.get(k)
+    if why and xb is not None and xc is not None and xb != xc:
+        return f"expected {'lower' if xc > xb else 'higher'} on the current side: {why}"
+    if k == "ignore_eos":
+        return "changes the realized output lengths (see output tokens)"
+    if k in ("dataset", "dataset sha256"):
+        return "other content: MAL, and so the decode rate, move with it (either way)"
+    if k == "endpoint":
+        return "the chat template adds prompt tokens (a small effect)"
+    return None
 
 
 def compare_imported(b: Side, c: Side) -> CaliberComparison:
@@ -87,7 +128,8 @@ def compare_recorded_workload(b: Side, c: Side, tool: str) -> CaliberComparison:
         rows.append(CaliberRow(k, vb, vb if same else vc))
         compared.append(k)
         if not same:
-            differ.append(f"{k} {vb} vs {vc}")
+            why = direction(k, vb, vc)
+            differ.append(f"{k} {vb} vs {vc}" + (f" ({why})" if why else ""))
     what = f"imported `{tool}` files"
     tail = (f"; not recorded by `{tool}`: {', '.join(assumed)} — taken as the same on both "
             "sides" if assumed else "")
@@ -116,8 +158,13 @@ def _compare_elements(b: Side, c: Side) -> CaliberComparison:
         same = _same(k, vb, vc)
         rows.append(CaliberRow(k, vb, vb if same else vc))  # within tolerance reads the same
         if not same:
-            differ.append(f"{k} {vb} vs {vc}")
+            why = direction(k, vb, vc)
+            differ.append(f"{k} {vb} vs {vc}" + (f" ({why})" if why else ""))
     who = " and ".join(s.imported_from for s in (b, c) if s.imported_from)
+    tb, tc = _tool_named(b), _tool_named(c)
+    if tb and tc and tb != tc:  # two tools: the basis alone can move the number (docs/peers.md)
+        basis = "; ".join(f"{t}: {decode_from(t)}" for t in (tb, tc))
+        who += f" (decode rate per request — {basis})"
     if differ:
         text = (f"no: imported from {who}; the elements differ: " + "; ".join(differ)
                 + (f" (unknown: {', '.join(unknown)})" if unknown else ""))

@@ -55,7 +55,31 @@ def judge(base: Side, cur: Side, *, store: Any = None, run_spread_pct: float | N
     verdict = triage(base, cur, min_effect=min_effect, bands=bands,
                      assume_same_caliber=assume_same_caliber, run_spread=sd, run_spread_df=df,
                      server=states)
-    return dataclasses.replace(verdict, notes=(
+    verdict = dataclasses.replace(verdict, notes=(
         *verdict.notes, *ss.warming_notes(base.name, states[0]),
         *ss.warming_notes(cur.name, states[1]), *rs.spread_lines(spread_b, spread_c),
         *rs.decide_lines(verdict, spread_b, spread_c)))
+    return _work_not_done(verdict, store, base, cur)
+
+
+def _work_not_done(verdict: Verdict, store: Any, base: Side, cur: Side) -> Verdict:
+    """An imported side whose file did not do the work it declares (its audit's findings of
+    severity "error") is never a side of a regular verdict: INCONCLUSIVE, naming them."""
+    if store is None:
+        return verdict
+    from decodescope.store import runs as sr
+
+    lines = []
+    for name, side in (("baseline", base), ("current", cur)):
+        for rid in side.run_ids:
+            imp = (sr.get_run(store, rid, with_traces=False).meta or {}).get("imported") or {}
+            lines += [f"{name} run {rid}: {f['text']} ({f['code']})"
+                      for f in imp.get("audit") or [] if f.get("severity") == "error"]
+    if not lines:
+        return verdict
+    return dataclasses.replace(
+        verdict, kind="INCONCLUSIVE", cause="work not done",
+        headline="INCONCLUSIVE: an imported file did not do the work it declares",
+        explanation=tuple(lines), next_steps=(
+            "Rerun the peer tool against a healthy server and import its file",
+            *verdict.next_steps))
