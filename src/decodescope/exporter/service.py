@@ -90,7 +90,11 @@ class Exporter:
             t.join()
         with self._sched:
             self._once = None
+            took = time.monotonic() - self._once_t0
         self._running_once = False
+        shard = "" if self.config.shard is None else f" (shard {self.config.shard})"
+        self._log(f"round{shard}: {len(self.config.checks)} check(s) in {took:.1f} s, at most "
+                  f"{self._peak} at once (max_workers = {self._max})")
         f = self.fleet_finding()
         self._fleet_text = f.text()
         self._log(self._fleet_text)
