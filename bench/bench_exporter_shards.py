@@ -53,7 +53,7 @@ def phase(cfg: Path, shards: list[str | None], workers: int) -> tuple[float, lis
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                               env={**os.environ, "PYTHONUNBUFFERED": "1"}) for s in shards]
     rows = []
-    for s, p in zip(shards, procs):
+    for s, p in zip(shards, procs, strict=True):
         _, err = p.communicate(timeout=1800)
         m = ROUND.search(err.decode())
         if p.returncode != 0 or m is None:

@@ -12,12 +12,12 @@ import time
 from pathlib import Path
 
 import pytest
+from test_exporter_fleet import of, samples
 
 from decodescope.cli.main import main
 from decodescope.errors import UsageError
 from decodescope.exporter import CheckSpec, Exporter, Outcome, parse_config
 from decodescope.exporter.config import default_max_workers, parse_shard, shard_of
-from test_exporter_fleet import of, samples
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
 

@@ -43,7 +43,7 @@ def test_two_instances_split_a_fleet_on_one_postgres_store(tmp_path: Path, capsy
         names = [f"gpu-{i}" for i in range(N_CHECKS)]
         checks = "".join(
             f'[[check]]\nname = "{n}"\nbaseline = "anchor"\nurl = "{s.url}"\ntrials = 2\n'
-            'scrape = false\nfingerprint = false\n\n' for n, s in zip(names, sims))
+            'scrape = false\nfingerprint = false\n\n' for n, s in zip(names, sims, strict=True))
         cfg = tmp_path / "fleet.toml"
         cfg.write_text(f'[exporter]\nstore = "{pg}"\nmax_workers = 2\n\n{checks}')
         capsys.readouterr()
@@ -58,7 +58,7 @@ def test_two_instances_split_a_fleet_on_one_postgres_store(tmp_path: Path, capsy
     finally:
         for s in sims:
             s.stop()
-    for p, (out, err) in zip(procs, outs):
+    for p, (out, err) in zip(procs, outs, strict=True):
         assert p.returncode == 0, err.decode()
         text = out.decode() + err.decode()
         assert PG_PASSWORD not in text and PG_PASSWORD_Q not in text
