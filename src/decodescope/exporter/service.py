@@ -80,6 +80,7 @@ class Exporter:
         with self._sched:
             self._once = [c.name for c in self.config.checks]
             self._once_t0 = time.monotonic()
+            self._peak = len(self._running)  # this round's most at once
         cond = threading.Condition(self._sched)
         threads = [threading.Thread(target=self._once_worker, args=(cond,), daemon=True,
                                     name=f"decodescope-worker-{i}")
@@ -133,7 +134,7 @@ class Exporter:
 
     @property
     def peak_running(self) -> int:
-        """The most checks that ran at once since this exporter was made."""
+        """The most checks that ran at once (in the last run_once round, else since start)."""
         return self._peak
 
     def queue_stats(self) -> QueueStats:
@@ -222,7 +223,12 @@ class Exporter:
 
     def _run(self, name: str) -> None:
         spec = self.states[name].spec
-        o = self._runner(spec, self.config.store)
+        t0 = time.monotonic()
+        try:
+            o = self._runner(spec, self.config.store)
+        except Exception as e:  # noqa: BLE001 — a runner that raises is one failed run
+            o = Outcome(self._clock(), time.monotonic() - t0, error_kind=type(e).__name__,
+                        error=f"{type(e).__name__}: {e}")
         with self._lock:
             st = self.states[name]
             st.record(o)
