@@ -53,7 +53,7 @@ MAX_TIMEOUT_S = 86400.0
 MIN_SCRAPE_INTERVAL_S, MAX_SCRAPE_INTERVAL_S = 0.05, 60.0  # as `check --scrape-interval`
 STALE_FACTOR = 2.0  # a result older than 2 schedules is stale: its numbers are not served
 
-# The exporter's own concurrency: at most this many checks (worker processes, ~47 MB each) at
+# The exporter's own concurrency: at most this many checks (worker processes, ~120 MB each measured) at
 # once; the others wait their turn in due order. A probe's timing is the measurement, so the
 # default stays small: min(4, CPU cores) keeps the probing host from timing itself.
 MAX_MAX_WORKERS = 256
@@ -167,7 +167,7 @@ def parse_max_workers(value: Any, where: str) -> int:
         raise UsageError(f"max_workers must be a whole number within 1..{MAX_MAX_WORKERS}, got "
                          f"{value!r}", where=where,
                          remedy=f"e.g. max_workers = {default_max_workers()} (the default: "
-                         "min(4, CPU cores)); each running check is a process of ~47 MB")
+                         "min(4, CPU cores)); each running check is a process of ~120 MB")
     return value
 
 

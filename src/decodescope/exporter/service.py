@@ -6,7 +6,7 @@ checks against one host at once: two probes of one machine would share its GPU, 
 and time each other (the probe's timing is the measurement). A check due while its host is busy
 starts when the host is free, earliest due first.
 
-Never more than `max_workers` checks at once (config.workers: a worker process is ~47 MB, and
+Never more than `max_workers` checks at once (config.workers: a worker process is ~120 MB, and
 a thousand endpoints must not mean a thousand processes): a check due while every worker is
 busy waits its turn, earliest due first; the wait is served (`decodescope_fleet_checks_waiting`,
 `decodescope_fleet_queue_wait_seconds`, each check's `decodescope_check_start_lateness_seconds`).
