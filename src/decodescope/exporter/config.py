@@ -53,8 +53,8 @@ MAX_TIMEOUT_S = 86400.0
 MIN_SCRAPE_INTERVAL_S, MAX_SCRAPE_INTERVAL_S = 0.05, 60.0  # as `check --scrape-interval`
 STALE_FACTOR = 2.0  # a result older than 2 schedules is stale: its numbers are not served
 
-# The exporter's own concurrency: at most this many checks (worker processes, ~120 MB each measured) at
-# once; the others wait their turn in due order. A probe's timing is the measurement, so the
+# The exporter's own concurrency: at most this many checks (worker processes, ~120 MB each,
+# measured) at once; the others wait their turn in due order. A probe's timing is the measurement, so the
 # default stays small: min(4, CPU cores) keeps the probing host from timing itself.
 MAX_MAX_WORKERS = 256
 MAX_SHARDS = 1000
