@@ -213,3 +213,17 @@ def test_alert_rules_are_valid_and_one_slow_run_never_pages():
                             capture_output=True, text=True, timeout=60, cwd=DEPLOY)
     assert tested.returncode == 0, tested.stdout + tested.stderr
     assert "SUCCESS" in tested.stdout + tested.stderr
+
+
+def test_a_shard_holding_no_check_says_so_and_serves_only_the_exporters_series(tmp_path: Path,
+                                                                              capsys):
+    f = tmp_path / "fleet.toml"
+    f.write_text('[[check]]\nname = "a"\nbaseline = "b"\nurl = "http://127.0.0.1:9"\n')
+    empty = 1 - shard_of("a", 2)
+    assert main(["exporter", "--config", str(f), "--once", "--shard", f"{empty}/2"]) == 0
+    out, err = capsys.readouterr()
+    assert f"shard {empty}/2: 0 of the 1 check(s)" in err and "none here" in err
+    s = samples(out)
+    assert "decodescope_check_runs_total" not in s
+    assert s["decodescope_fleet_checks"] == [({"shard": f"{empty}/2"}, 0.0)]
+    assert s["decodescope_fleet_checks_configured"] == [({}, 1.0)]
