@@ -117,6 +117,9 @@ def test_prometheus_alert_fires_when_the_step_rate_drops(tmp_path: Path, capsys)
                               ).start_in_thread())
         wait_for("the DecodescopeBelowFloor alert to fire",
                  lambda: firing(prom, "DecodescopeBelowFloor"))
+        # a change, not a point: the alert needs two consecutive regression verdicts
+        assert query(prom, "max_over_time(decodescope_check_consecutive_regressions"
+                           '{check="sim"}[5m]) >= 2')
         below = query(prom, "decodescope_check_decode_rate_tokens_per_second < on(check) "
                             "decodescope_check_band_floor_tokens_per_second")
         assert below and below[0]["metric"]["check"] == "sim"

@@ -5,6 +5,12 @@ its last successful run is younger than STALE_FACTOR x its schedule; after that 
 dropped and `decodescope_check_stale` is 1. Timestamps, ages and counters are always served.
 The fleet rule (exporter/fleet.py) runs over the fresh results at the same time: a check that
 moved with the whole fleet is served as ENVIRONMENT, and `decodescope_fleet_*` says so once.
+
+Alarms on changes, not on points: `decodescope_check_consecutive_regressions` counts the
+check's consecutive runs with the judge's REGRESSION (BELOW_FLOOR / BELOW_BAND as served); any
+other verdict resets it to 0, a run that failed (no verdict) leaves it as it was. The alert
+rules (deploy/prometheus-rules.yml) need it at 2 or more, except under a floor the user gave
+(`decodescope_check_floor_given`).
 """
 
 from __future__ import annotations
@@ -17,12 +23,23 @@ from dataclasses import dataclass, field
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from decodescope.exporter.config import CheckSpec
+from decodescope.exporter.config import CheckSpec, FleetConfig
 from decodescope.exporter.fleet import FleetFinding, as_reported, fleet_finding
 from decodescope.exporter.outcome import Outcome
 
 LABELS = ("check", "baseline", "url")
 P = "decodescope_check_"
+REGRESSIONS = ("BELOW_FLOOR", "BELOW_BAND")  # the judge's REGRESSION (verdict/anchor.py ALARMS)
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    """The exporter's own concurrency at one moment (exporter/service.py)."""
+
+    max_workers: int
+    running: int
+    waiting: int  # checks due (or, in a --once round, not started) waiting for a worker/host
+    wait_s: float  # how long the longest of them has waited (0 when none)
 
 
 @dataclass
@@ -32,6 +49,18 @@ class CheckState:
     last_ok: Outcome | None = None  # the latest successful run
     runs: dict[str, int] = field(default_factory=dict)  # exit code (or "error") -> runs
     errors: dict[str, int] = field(default_factory=dict)  # error kind -> runs
+    consecutive_regressions: int = 0  # the judge's REGRESSION, run after run (module doc)
+    lateness_s: float | None = None  # how late the last run started after it was due
+
+    def count_regression(self, o: Outcome, environment: bool = False) -> None:
+        """Count `o` in the consecutive regressions: a REGRESSION verdict (not served as
+        ENVIRONMENT) adds one, any other verdict resets, a failed run (no verdict) keeps."""
+        if not o.ok:
+            return
+        if o.verdict in REGRESSIONS and not environment:
+            self.consecutive_regressions += 1
+        else:
+            self.consecutive_regressions = 0
 
     def record(self, o: Outcome) -> None:
         self.last = o
@@ -61,8 +90,11 @@ class FleetCollector(Collector):
     """A prometheus_client collector over the checks' states (thread-safe snapshot)."""
 
     def __init__(self, states: dict[str, CheckState], lock: threading.Lock,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, *,
+                 queue: Callable[[], QueueStats] | None = None,
+                 config: FleetConfig | None = None) -> None:
         self._states, self._lock, self._clock = states, lock, clock
+        self._queue, self._config = queue, config
 
     def describe(self) -> list[Metric]:
         return []  # no describe-time collect: the registry must not run a scrape at start
@@ -73,7 +105,7 @@ class FleetCollector(Collector):
             finding = current_finding(self._states, now)
             states = [(s.spec, s.last,
                        None if s.last_ok is None else as_reported(s.last_ok, n, finding),
-                       dict(s.runs), dict(s.errors))
+                       dict(s.runs), dict(s.errors), s.consecutive_regressions, s.lateness_s)
                       for n, s in self._states.items()]
         g = {name: GaugeMetricFamily(P + name, doc, labels=[*LABELS, *extra])
              for name, doc, extra in _GAUGES}
@@ -82,7 +114,7 @@ class FleetCollector(Collector):
                                    labels=[*LABELS, "exit_code"])
         errs = CounterMetricFamily(P + "probe_errors", "Check runs that failed, by error kind",
                                    labels=[*LABELS, "kind"])
-        for spec, last, ok, nruns, nerrs in states:
+        for spec, last, ok, nruns, nerrs, nreg, late in states:
             lab = [spec.name, spec.baseline, spec.url]
             for code, n in sorted(nruns.items()):
                 runs.add_metric([*lab, code], n)
@@ -95,6 +127,9 @@ class FleetCollector(Collector):
                 g["last_run_duration_seconds"].add_metric(lab, last.duration_s)
                 g["last_run_ok"].add_metric(lab, 1.0 if last.ok else 0.0)
                 g["last_run_timed_out"].add_metric(lab, 1.0 if last.timed_out else 0.0)
+                g["consecutive_regressions"].add_metric(lab, float(nreg))
+            if late is not None:
+                g["start_lateness_seconds"].add_metric(lab, late)
             fresh = ok is not None and now - ok.t_done_s <= spec.stale_after_s
             g["stale"].add_metric(lab, 0.0 if fresh else 1.0)
             if ok is None:
@@ -107,6 +142,7 @@ class FleetCollector(Collector):
             g["verdict"].add_metric([*lab, ok.verdict], 1.0)
             g["exit_code"].add_metric(lab, float(ok.exit_code))
             g["simulated"].add_metric(lab, 1.0 if ok.simulated else 0.0)
+            g["floor_given"].add_metric(lab, 1.0 if ok.floor_given else 0.0)
             for name, v in (("decode_rate_tokens_per_second", ok.decode_rate),
                             ("change_ratio", ok.change),
                             ("mal", ok.mal), ("step_rate_per_second", ok.step_rate),
@@ -120,6 +156,31 @@ class FleetCollector(Collector):
         yield runs
         yield errs
         yield from _fleet_metrics(finding)
+        if self._queue is not None:
+            yield from _queue_metrics(self._queue(), self._config)
+
+
+def _queue_metrics(q: QueueStats, cfg: FleetConfig | None) -> Iterator[Metric]:
+    for name, doc, v in (
+            ("max_workers", "Checks this exporter runs at once, at most (max_workers)",
+             q.max_workers),
+            ("checks_running", "Checks running now (each a worker process)", q.running),
+            ("checks_waiting", "Checks due but waiting for a free worker or their host (the "
+             "queue's depth)", q.waiting),
+            ("queue_wait_seconds", "How long the longest-waiting due check has waited (0: "
+             "none waits)", q.wait_s)):
+        m = GaugeMetricFamily("decodescope_fleet_" + name, doc)
+        m.add_metric([], float(v))
+        yield m
+    if cfg is not None:
+        m = GaugeMetricFamily("decodescope_fleet_checks", "Checks this exporter instance runs, "
+                              "by its shard (\"i/n\"; \"\" when unsharded)", labels=["shard"])
+        m.add_metric(["" if cfg.shard is None else str(cfg.shard)], float(len(cfg.checks)))
+        yield m
+        m = GaugeMetricFamily("decodescope_fleet_checks_configured", "Checks in the fleet file, "
+                              "every shard together")
+        m.add_metric([], float(cfg.fleet_size))
+        yield m
 
 
 def _fleet_metrics(f: FleetFinding) -> Iterator[Metric]:
@@ -162,6 +223,13 @@ _GAUGES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("exit_code", "Exit code of the check as served (0 ok or improvement, 1 regression, 3 "
      "inconclusive or ENVIRONMENT, 6 caliber missed)", ()),
     ("simulated", "1 when the endpoint is decodescope's simulator", ()),
+    ("floor_given", "1 when the baseline's floor is the user's own (baseline set --floor or "
+     "--band): under it the check pages at once", ()),
+    ("consecutive_regressions", "The check's consecutive runs with the judge's REGRESSION "
+     "(BELOW_FLOOR / BELOW_BAND as served); another verdict resets it, a failed run keeps it",
+     ()),
+    ("start_lateness_seconds", "How late the last run started after it was due (waiting for a "
+     "worker or its host)", ()),
     ("stale", "1 when no successful check within 2x the schedule: its numbers are not served",
      ()),
     ("last_success_timestamp_seconds", "When the last successful check finished", ()),

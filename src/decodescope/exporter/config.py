@@ -3,6 +3,8 @@
     [exporter]
     listen = "127.0.0.1:9464"        # where /metrics is served
     store = "/var/lib/decodescope/runs.sqlite"   # optional; default: the usual store
+    max_workers = 4                  # checks running at once (default: min(4, CPU cores))
+    shard = "0/2"                    # optional: this instance runs the checks of shard 0 of 2
 
     [[check]]
     name = "gpu-a"                   # the `check` label; unique
@@ -19,10 +21,12 @@ UsageError (exit 2) naming the field, the [[check]] entry and the file.
 
 from __future__ import annotations
 
+import hashlib
 import math
+import os
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -49,7 +53,18 @@ MAX_TIMEOUT_S = 86400.0
 MIN_SCRAPE_INTERVAL_S, MAX_SCRAPE_INTERVAL_S = 0.05, 60.0  # as `check --scrape-interval`
 STALE_FACTOR = 2.0  # a result older than 2 schedules is stale: its numbers are not served
 
-_EXPORTER_KEYS = {"listen", "store"}
+# The exporter's own concurrency: at most this many checks (worker processes, ~120 MB each,
+# measured) at once; the others wait their turn in due order. A probe's timing is the measurement, so the
+# default stays small: min(4, CPU cores) keeps the probing host from timing itself.
+MAX_MAX_WORKERS = 256
+MAX_SHARDS = 1000
+
+
+def default_max_workers() -> int:
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+_EXPORTER_KEYS = {"listen", "store", "max_workers", "shard"}
 _CHECK_KEYS = {"name", "baseline", "url", "every_s", "trials", "timeout_s", "model",
                "api_key_env", "proxy", "log", "scrape", "scrape_interval_s", "fingerprint",
                "labels", "control"}
@@ -89,12 +104,71 @@ class CheckSpec:
 
 
 @dataclass(frozen=True)
+class Shard:
+    """`i/n`: this instance runs the checks whose stable hash mod n is i (shard_of)."""
+
+    index: int
+    count: int
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+    def holds(self, name: str) -> bool:
+        return shard_of(name, self.count) == self.index
+
+
+def shard_of(name: str, count: int) -> int:
+    """The shard (0..count-1) of a check name: the first 8 bytes of its SHA-256, mod count.
+
+    Stable across processes, hosts and Python versions (never Python's salted hash()): n
+    instances given shards 0/n .. n-1/n of one fleet.toml run every check exactly once.
+    """
+    return int.from_bytes(hashlib.sha256(name.encode("utf-8")).digest()[:8], "big") % count
+
+
+@dataclass(frozen=True)
 class FleetConfig:
     checks: tuple[CheckSpec, ...]
     host: str = "127.0.0.1"
     port: int = 9464
     store: str | None = None
     path: str = ""
+    max_workers: int = 0  # 0: default_max_workers()
+    shard: Shard | None = None
+    all_checks: tuple[CheckSpec, ...] = ()  # the file's checks before sharding (): as checks
+
+    @property
+    def workers(self) -> int:
+        return self.max_workers or default_max_workers()
+
+    @property
+    def fleet_size(self) -> int:
+        return len(self.all_checks or self.checks)
+
+    def sharded(self, shard: Shard | None) -> FleetConfig:
+        """This config keeping only the checks of `shard` (None: all of them)."""
+        every = self.all_checks or self.checks
+        mine = every if shard is None else tuple(c for c in every if shard.holds(c.name))
+        return replace(self, checks=mine, shard=shard, all_checks=every)
+
+
+def parse_shard(text: Any, where: str) -> Shard:
+    """`i/n` with 0 <= i < n <= MAX_SHARDS; UsageError naming where otherwise."""
+    m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text) if isinstance(text, str) else None
+    if m is None or not 1 <= int(m.group(2)) <= MAX_SHARDS or int(m.group(1)) >= int(m.group(2)):
+        raise UsageError(f"shard must be \"i/n\" with 0 ≤ i < n ≤ {MAX_SHARDS}, got {text!r}",
+                         where=where, remedy='e.g. shard = "0/2" on one host and "1/2" on '
+                         "the other (docs/exporter.md, \"Outgrowing one host\")")
+    return Shard(int(m.group(1)), int(m.group(2)))
+
+
+def parse_max_workers(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_MAX_WORKERS:
+        raise UsageError(f"max_workers must be a whole number within 1..{MAX_MAX_WORKERS}, got "
+                         f"{value!r}", where=where,
+                         remedy=f"e.g. max_workers = {default_max_workers()} (the default: "
+                         "min(4, CPU cores)); each running check is a process of ~120 MB")
+    return value
 
 
 def host_key(url: str) -> str:
@@ -153,7 +227,12 @@ def parse_config(data: dict[str, Any], path: str = "fleet.toml") -> FleetConfig:
     if dup:
         raise UsageError(f"check names must be unique: {', '.join(dup)}", where=path,
                          remedy="Give every [[check]] its own name")
-    return FleetConfig(tuple(checks), host, port, store.strip() if store else None, path)
+    workers = (parse_max_workers(ex["max_workers"], f"{path} [exporter] max_workers")
+               if "max_workers" in ex else 0)
+    shard = parse_shard(ex["shard"], f"{path} [exporter] shard") if "shard" in ex else None
+    cfg = FleetConfig(tuple(checks), host, port, store.strip() if store else None, path,
+                      max_workers=workers)
+    return cfg.sharded(shard)
 
 
 def parse_listen(text: str, where: str) -> tuple[str, int]:

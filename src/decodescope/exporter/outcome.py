@@ -34,6 +34,7 @@ class Outcome:
     change_hi: float | None = None
     spread_source: str | None = None  # "learned" | "prior": the anchor's run-to-run spread
     headline: str | None = None  # the check's own headline
+    floor_given: bool = False  # the floor is the user's own (baseline set --floor / --band)
 
     @property
     def ok(self) -> bool:

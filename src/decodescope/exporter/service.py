@@ -5,6 +5,11 @@ Checks of different hosts run at once, each in a worker process bounded by its `
 checks against one host at once: two probes of one machine would share its GPU, CPU and network
 and time each other (the probe's timing is the measurement). A check due while its host is busy
 starts when the host is free, earliest due first.
+
+Never more than `max_workers` checks at once (config.workers: a worker process is ~120 MB, and
+a thousand endpoints must not mean a thousand processes): a check due while every worker is
+busy waits its turn, earliest due first; the wait is served (`decodescope_fleet_checks_waiting`,
+`decodescope_fleet_queue_wait_seconds`, each check's `decodescope_check_start_lateness_seconds`).
 """
 
 from __future__ import annotations
@@ -15,8 +20,8 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, generate_latest, start_http_server
 
-from decodescope.exporter.collector import CheckState, FleetCollector, current_finding
-from decodescope.exporter.config import CheckSpec, FleetConfig
+from decodescope.exporter.collector import CheckState, FleetCollector, QueueStats, current_finding
+from decodescope.exporter.config import FleetConfig
 from decodescope.exporter.fleet import FleetFinding, as_reported
 from decodescope.exporter.outcome import Outcome
 from decodescope.exporter.worker import run_check_bounded, stop_all
@@ -34,13 +39,18 @@ class Exporter:
         self._lock = threading.Lock()  # the states (read by the collector at scrape time)
         self.states = {c.name: CheckState(c) for c in config.checks}
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(FleetCollector(self.states, self._lock, clock))
+        self.registry.register(FleetCollector(self.states, self._lock, clock,
+                                              queue=self.queue_stats, config=config))
         self._stop = threading.Event()
         self._wake = threading.Event()  # a check finished: its host is free
         self._sched = threading.Lock()  # due, running, busy hosts
         self._due: dict[str, float] = {}
         self._running: set[str] = set()
         self._busy: set[str] = set()
+        self._max = config.workers  # checks running at once, at most
+        self._once: list[str] | None = None  # run_once: the checks not started yet
+        self._once_t0 = 0.0
+        self._peak = 0  # the most checks that ran at once
         self._thread: threading.Thread | None = None
         self._server: object | None = None
         self.port: int | None = None
@@ -64,23 +74,82 @@ class Exporter:
     _running_once = False
 
     def run_once(self) -> None:
-        """Run every check once: hosts at once, the checks of one host one after another
-        (in config order); then the fleet rule over the round, logged."""
+        """Run every check once, at most max_workers at once, never two of one host at once
+        (the checks of one host in config order); then the fleet rule over the round, logged."""
         self._running_once = True
-        by_host: dict[str, list[CheckSpec]] = {}
-        for spec in self.config.checks:
-            by_host.setdefault(spec.host, []).append(spec)
-        threads = [threading.Thread(target=self._run_all, args=(specs,), daemon=True,
-                                    name=f"decodescope-check-{host}")
-                   for host, specs in by_host.items()]
+        with self._sched:
+            self._once = [c.name for c in self.config.checks]
+            self._once_t0 = time.monotonic()
+            self._peak = len(self._running)  # this round's most at once
+        cond = threading.Condition(self._sched)
+        threads = [threading.Thread(target=self._once_worker, args=(cond,), daemon=True,
+                                    name=f"decodescope-worker-{i}")
+                   for i in range(min(self._max, len(self.config.checks)))]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
+        with self._sched:
+            self._once = None
+            took = time.monotonic() - self._once_t0
         self._running_once = False
+        shard = "" if self.config.shard is None else f" (shard {self.config.shard})"
+        self._log(f"round{shard}: {len(self.config.checks)} check(s) in {took:.1f} s, at most "
+                  f"{self._peak} at once (max_workers = {self._max})")
         f = self.fleet_finding()
         self._fleet_text = f.text()
         self._log(self._fleet_text)
+
+    def _once_worker(self, cond: threading.Condition) -> None:
+        """One of run_once's max_workers: take the first waiting check whose host is free."""
+        while True:
+            with cond:
+                while True:
+                    assert self._once is not None
+                    if not self._once:
+                        return
+                    name = next((n for n in self._once
+                                 if self.states[n].spec.host not in self._busy), None)
+                    if name is not None:
+                        break
+                    cond.wait()
+                host = self.states[name].spec.host
+                self._once.remove(name)
+                self._started(name, host, time.monotonic() - self._once_t0)
+            try:
+                self._run(name)
+            finally:
+                with cond:
+                    self._running.discard(name)
+                    self._busy.discard(host)
+                    cond.notify_all()
+
+    def _started(self, name: str, host: str, late_s: float) -> None:
+        """Mark a check running (call with self._sched held)."""
+        self._running.add(name)
+        self._busy.add(host)
+        self._peak = max(self._peak, len(self._running))
+        with self._lock:
+            self.states[name].lateness_s = max(0.0, late_s)
+
+    @property
+    def peak_running(self) -> int:
+        """The most checks that ran at once (in the last run_once round, else since start)."""
+        return self._peak
+
+    def queue_stats(self) -> QueueStats:
+        """The workers' bound, the checks running, and the due ones waiting for a worker or
+        their host (with how long the longest has waited)."""
+        now = time.monotonic()
+        with self._sched:
+            if self._once is not None:
+                waiting = len(self._once)
+                wait = now - self._once_t0 if waiting else 0.0
+            else:
+                late = [now - d for n, d in self._due.items()
+                        if d <= now and n not in self._running]
+                waiting, wait = len(late), max(late, default=0.0)
+            return QueueStats(self._max, len(self._running), waiting, wait)
 
     def reported(self) -> dict[str, Outcome | None]:
         """Each check's last outcome as the fleet reports it (ENVIRONMENT when it moved with
@@ -90,10 +159,6 @@ class Exporter:
             return {n: None if s.last is None else
                     as_reported(s.last, n, f) if s.last.ok else s.last
                     for n, s in self.states.items()}
-
-    def _run_all(self, specs: list[CheckSpec]) -> None:
-        for spec in specs:
-            self._run(spec.name)
 
     def start(self, *, serve: bool = True) -> Exporter:
         if serve:
@@ -123,21 +188,23 @@ class Exporter:
 
     def _loop(self) -> None:
         with self._sched:
-            self._due = {c.name: 0.0 for c in self.config.checks}  # monotonic time next due
+            t0 = time.monotonic()
+            self._due = {c.name: t0 for c in self.config.checks}  # monotonic time next due
         while not self._stop.is_set():
             self._wake.clear()
             now = time.monotonic()
             next_due = now + 1.0
             with self._sched:
                 for name in sorted(self._due, key=lambda n: self._due[n]):
+                    if len(self._running) >= self._max:
+                        break  # every worker busy: the due checks wait their turn (queue)
                     spec = self.states[name].spec
                     if name in self._running or spec.host in self._busy:
                         continue
                     if self._due[name] > now:
                         next_due = min(next_due, self._due[name])
                         continue
-                    self._running.add(name)
-                    self._busy.add(spec.host)
+                    self._started(name, spec.host, now - self._due[name])
                     threading.Thread(target=self._scheduled, args=(name,), daemon=True,
                                      name=f"decodescope-check-{name}").start()
             self._wake.wait(max(0.0, min(next_due - time.monotonic(), 1.0)))
@@ -156,9 +223,19 @@ class Exporter:
 
     def _run(self, name: str) -> None:
         spec = self.states[name].spec
-        o = self._runner(spec, self.config.store)
+        t0 = time.monotonic()
+        try:
+            o = self._runner(spec, self.config.store)
+        except Exception as e:  # noqa: BLE001 — a runner that raises is one failed run
+            o = Outcome(self._clock(), time.monotonic() - t0, error_kind=type(e).__name__,
+                        error=f"{type(e).__name__}: {e}")
         with self._lock:
-            self.states[name].record(o)
+            st = self.states[name]
+            st.record(o)
+            # the counter of consecutive regressions counts the verdict as served: a run that
+            # moved with the whole fleet (ENVIRONMENT) is no regression of this endpoint
+            st.count_regression(o, name in current_finding(self.states,
+                                                           self._clock()).environment)
         if o.timed_out:
             self._log(f"check {name}: timed out after {o.duration_s:.1f} s (timeout_s = "
                       f"{spec.timeout_s:g}); no verdict")
