@@ -31,7 +31,7 @@ from pathlib import Path
 from decodescope.cli.main import main
 from decodescope.sim import SimConfig, SimServer
 from decodescope.store import runs as sr
-from decodescope.store.db import Store
+from decodescope.store.connect import open_store
 
 CALIBER = "demo-code-rewrite"
 CLI = "import sys; from decodescope.cli.main import main; sys.exit(main(sys.argv[1:]))"
@@ -65,7 +65,7 @@ def phase(cfg: Path, shards: list[str | None], workers: int) -> tuple[float, lis
 
 
 def stored(store: str) -> tuple[dict[str, int], bool, int]:
-    with Store.open(store) as st:
+    with open_store(store) as st:
         runs = sr.list_runs(st, limit=100000)
     per: dict[str, int] = {}
     for r in runs:

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from decodescope.cli.main import main
-from decodescope.store.db import Store
+from decodescope.store.connect import open_store
 from decodescope.verdict import thresholds as th
 from decodescope.verdict.side_resolve import resolve_side
 from decodescope.verdict.side_values import Side
@@ -85,7 +85,7 @@ def main_bench() -> None:
             for r in range(a.runs):
                 code = probe(url, store, f"r{r}", a.trials)
                 print(f"run {r}: probe exit {code}", file=sys.stderr)
-        st = Store.open(store, read_only=True)
+        st = open_store(store, read_only=True)
         try:
             sides = [resolve_side(f"run=r{r}", store=st) for r in range(a.runs)]
         finally:

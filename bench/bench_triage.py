@@ -27,6 +27,7 @@ from decodescope.cli.main import main
 from decodescope.records.trace import Chunk, RequestTrace
 from decodescope.records.window import EngineWindow
 from decodescope.store import runs as sr
+from decodescope.store.connect import open_store
 from decodescope.store.db import Store
 
 
@@ -64,7 +65,7 @@ def main_() -> None:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         path = str(Path(tmp) / "runs.sqlite")
-        with Store.open(path) as st:
+        with open_store(path) as st:
             base = make_run(st, 40.0, 4.5, args.trials, args.tokens)
             cur = make_run(st, 30.0, 4.5, args.trials, args.tokens)
         size_mb = os.path.getsize(path) / 1e6

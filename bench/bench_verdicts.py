@@ -31,7 +31,7 @@ from decodescope.records.stored_run import StoredRun
 from decodescope.sim import ACCEPTANCE_PROFILES, FaultSpec, SimConfig, SimServer
 from decodescope.sim.config import expected_mal
 from decodescope.store import runs as sr
-from decodescope.store.db import Store
+from decodescope.store.connect import open_store
 
 CAL = "demo-code-rewrite"
 PROSE = "demo-varied-prose"
@@ -70,7 +70,7 @@ def triage(store: str, *extra: str) -> dict[str, Any]:
 
 
 def last_run(store: str) -> StoredRun:
-    st = Store.open(store)
+    st = open_store(store)
     try:
         return sr.get_run(st, sr.resolve_run_id(st, "last"))
     finally:

@@ -21,7 +21,7 @@ from decodescope.analysis.first_trial import first_trial_shift
 from decodescope.analysis.run_result import analyze_run
 from decodescope.fingerprint.diff import diff_fingerprints
 from decodescope.fingerprint.stack import Fingerprint, Item
-from decodescope.store.db import Store
+from decodescope.store.connect import open_store
 from decodescope.verdict.advice import (
     METRICS_HOW,
     NEUTRAL_SPEC,
@@ -120,7 +120,7 @@ def test_engine_names_as_written_by_runs_logs_and_fingerprints() -> None:
 
 
 def _spec_off_verdict(tmp_path: Path, engine: str, fp: bool = False) -> Verdict:
-    store = Store.open(tmp_path / f"{engine}.sqlite")
+    store = open_store(tmp_path / f"{engine}.sqlite")
     kw: dict[str, Any] = {"engine": engine}
     try:
         base = store_run(store, "demo-code-rewrite",
@@ -218,7 +218,7 @@ def test_caliber_matrix_of_a_server_without_drafts_splits_by_tokens_per_step(
         tmp_path: Path) -> None:
     from decodescope.verdict.matrix import caliber_matrix
 
-    store = Store.open(tmp_path / "m.sqlite")
+    store = open_store(tmp_path / "m.sqlite")
     try:
         ids = [store_run(store, cal, [trial(rate + d, None, rate + d, engine_tokens_per_step=1.0,
                                             engine_decode_rate=rate + d) for d in (0, 0.4, -0.3)])
@@ -238,7 +238,7 @@ def test_metrics_advice_names_the_engines_switch(tmp_path: Path, engine: str,
                                                  how: str | None) -> None:
     """Client numbers only: the split needs engine numbers, and how to get them is the
     detected engine's switch (none named for an unknown engine)."""
-    store = Store.open(tmp_path / "c.sqlite")
+    store = open_store(tmp_path / "c.sqlite")
     try:
         b = store_run(store, "demo-code-rewrite", [trial(100 + d) for d in (0, 0.5, -0.4)],
                       engine=engine)

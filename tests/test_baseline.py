@@ -10,7 +10,7 @@ from test_triage_support import store_run, trial
 from decodescope.caliber.resolve import resolve
 from decodescope.cli.main import main
 from decodescope.errors import UsageError
-from decodescope.store.db import Store
+from decodescope.store.connect import open_store
 from decodescope.verdict import run_spread as rs
 from decodescope.verdict import thresholds as th
 from decodescope.verdict.anchor import check_against
@@ -29,7 +29,7 @@ ANCHOR = "anchor-c1-out1280"
 
 @pytest.fixture
 def store(tmp_path):
-    with Store.open(tmp_path / "runs.sqlite") as st:
+    with open_store(tmp_path / "runs.sqlite") as st:
         yield st
 
 

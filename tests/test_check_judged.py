@@ -12,7 +12,7 @@ from test_triage_support import store_run, trial
 
 from decodescope.caliber.resolve import resolve
 from decodescope.cli.main import main
-from decodescope.store.db import Store
+from decodescope.store.connect import open_store
 from decodescope.verdict import run_spread as rs
 from decodescope.verdict import thresholds as th
 from decodescope.verdict.anchor import check_against, judge_anchor
@@ -27,7 +27,7 @@ RUN_LEVELS = (100.0, 101.0, 99.0, 100.5, 99.5)
 
 @pytest.fixture
 def store(tmp_path):
-    with Store.open(tmp_path / "runs.sqlite") as st:
+    with open_store(tmp_path / "runs.sqlite") as st:
         yield st
 
 

@@ -17,7 +17,7 @@ from decodescope.probe.load_shape import RequestBodies
 from decodescope.probe.request import build_body
 from decodescope.sim import SimConfig, SimServer
 from decodescope.store import runs as sr
-from decodescope.store.db import Store
+from decodescope.store.connect import open_store
 
 PROMPTS = [f"Write a short story number {i} about a lighthouse." for i in range(5)]
 
@@ -114,7 +114,7 @@ def test_probe_with_a_dataset_against_the_simulator(tmp_path, capsys):
     assert code == 0, capsys.readouterr().err
     doc = json.loads(capsys.readouterr().out)
     assert doc["caliber"]["dataset"]["format"] == "sharegpt"
-    with Store.open(store, read_only=True) as st:
+    with open_store(store, read_only=True) as st:
         run = sr.get_run(st, doc["id"])
     prompts = [r.prompt_tokens for t in run.trials for r in t.requests]
     assert len(prompts) == 6 and all(p is not None for p in prompts)

@@ -59,9 +59,9 @@ def probe_run(engine: RunningEngine, store: Path, cal: str) -> dict[str, Any]:
                    "--log", str(engine.log_path)])
         assert rc == 0
         from decodescope.store import runs as sr
-        from decodescope.store.db import Store
+        from decodescope.store.connect import open_store
 
-        st = Store.open(str(store))
+        st = open_store(str(store))
         try:
             run = sr.get_run(st, sr.resolve_run_id(st, "last"))
         finally:

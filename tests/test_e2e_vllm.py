@@ -47,7 +47,7 @@ from decodescope.records.stored_run import StoredRun
 from decodescope.run.runner import ProbeSettings, prepare, run_probe
 from decodescope.run.setup import build_observers, collect_fp
 from decodescope.store import runs as sr
-from decodescope.store.db import Store
+from decodescope.store.connect import open_store
 from decodescope.verdict.decide import spec_state
 from decodescope.verdict.side_resolve import resolve_side
 from decodescope.verdict.triage import triage
@@ -141,7 +141,7 @@ class Lab:
         # let the previous probe's last stats line be written: the windows stamped after
         # `before` then hold this probe's tokens only
         time.sleep(LOG_INTERVAL_S * 1.6)
-        with Store.open(self.store_path) as st:
+        with open_store(self.store_path) as st:
             before = metrics(eng.url)
             t0 = time.time()
             outcome = run_probe(
@@ -155,11 +155,11 @@ class Lab:
         return self.probes[key]
 
     def run(self, key: str) -> StoredRun:
-        with Store.open(self.store_path) as st:
+        with open_store(self.store_path) as st:
             return sr.get_run(st, self.probes[key].run_id, with_traces=False)
 
     def side(self, key: str) -> Any:
-        with Store.open(self.store_path) as st:
+        with open_store(self.store_path) as st:
             return resolve_side(str(self.probes[key].run_id), store=st)
 
 
@@ -204,7 +204,7 @@ def test_mal_is_one_plus_accepted_over_drafts_from_metrics_exactly(lab: Lab) -> 
                 - p.before["vllm:spec_decode_num_drafts_total"])
     assert d_drafts > 0
     expected = 1.0 + d_acc / d_drafts
-    with Store.open(lab.store_path) as st:
+    with open_store(lab.store_path) as st:
         run = sr.get_run(st, p.run_id, with_traces=False)
     # the run's stored /metrics windows bracket the whole run (no warm-up, nothing else runs):
     # their counts are the server's own deltas, and MAL is 1 + Δaccepted/Δdrafts of them

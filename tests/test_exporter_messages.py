@@ -85,12 +85,13 @@ WRITE_FAIL = textwrap.dedent("""
     import resource, signal, sqlite3, sys
     from decodescope.errors import StoreError, store_error
     from decodescope.store.db import Store
+    from decodescope.store.connect import open_store
     path, size = sys.argv[1], int(sys.argv[2])
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # write() past the limit fails (EFBIG)
     resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
     # what sqlite says when the filesystem fails a write...
     try:
-        with Store.open(path) as s, s.tx() as c:
+        with open_store(path) as s, s.tx() as c:
             c.execute("INSERT INTO baselines VALUES ('x', 0, 'r', ?)", ("y" * 2_000_000,))
         print("WROTE")
     except StoreError as e:

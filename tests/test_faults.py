@@ -24,7 +24,7 @@ from decodescope.exitcodes import ExitCode
 from decodescope.probe import client as cl
 from decodescope.sim import SimConfig, SimServer
 from decodescope.store import runs as sr
-from decodescope.store.db import Store
+from decodescope.store.connect import open_store
 
 CALIBER = "demo-code-rewrite"  # max_tokens 384: at most 832 chunks, 6 MiB per response
 FAST = ["--no-scrape", "--no-fingerprint", "--trials", "1"]
@@ -76,7 +76,7 @@ def test_misbehaving_server_is_bounded(tmp_path, capsys, mode, extra, code, need
     assert needle in line
     assert took < BOUND_S
     # The failed trial is kept with what arrived, bounded by the caliber.
-    with Store.open(db, read_only=True) as st:
+    with open_store(db, read_only=True) as st:
         run = sr.get_run(st, sr.resolve_run_id(st, "last"))
     assert run.status == "failed"
     trace = run.trials[0].requests[0]
@@ -117,7 +117,7 @@ def test_stream_limits_scope_the_clients_made_inside():
 
 def test_unexpected_exception_is_exit_70_never_1(tmp_path, capsys, monkeypatch):
     db = tmp_path / "s.sqlite"
-    Store.open(db).close()
+    open_store(db).close()
 
     def boom(*a, **k):
         raise RuntimeError("boom\nsecond line")
@@ -142,7 +142,7 @@ def test_debug_keeps_the_exit_code_of_a_known_error(tmp_path, capsys):
 @pytest.mark.parametrize("selector", ["99999999999999999999999", "9223372036854775808", "0"])
 def test_run_id_too_large_for_sqlite_is_usage(tmp_path, capsys, selector):
     db = tmp_path / "s.sqlite"
-    Store.open(db).close()
+    open_store(db).close()
     for cmd in (["runs", "show", selector], ["runs", "export", selector]):
         assert main([*cmd, "--store", str(db)]) == ExitCode.USAGE
         assert f"no run {int(selector)}" in one_error_line(capsys.readouterr().err)
@@ -150,7 +150,7 @@ def test_run_id_too_large_for_sqlite_is_usage(tmp_path, capsys, selector):
 
 def damaged_store(tmp_path: Path) -> Path:
     db = tmp_path / "s.sqlite"
-    with Store.open(db) as st:
+    with open_store(db) as st:
         for i in range(300):  # several pages of runs
             sr.create_run(st, url=None, model=None, engine=None, caliber={"pad": "x" * 400},
                           caliber_ref=f"c{i}@1", caliber_identity=None, labels={})
@@ -245,7 +245,7 @@ def test_read_command_on_a_missing_store_says_so_and_creates_nothing(tmp_path, c
 
 def test_newer_schema_and_foreign_database_are_refused_untouched(tmp_path, capsys):
     newer = tmp_path / "newer.sqlite"
-    Store.open(newer).close()
+    open_store(newer).close()
     c = sqlite3.connect(newer)
     c.execute("PRAGMA user_version = 99")
     c.close()
@@ -267,7 +267,7 @@ def test_read_commands_take_no_write_lock(tmp_path, capsys):
     """A writer holding the store's write lock does not stop `runs list` (the old open waited
     up to 30 s for BEGIN IMMEDIATE, and failed on a read-only file)."""
     db = tmp_path / "s.sqlite"
-    with Store.open(db) as st:
+    with open_store(db) as st:
         sr.create_run(st, url=None, model=None, engine=None, caliber=None, caliber_ref="c@1",
                       caliber_identity=None, labels={"k": "v"})
     holder = sqlite3.connect(db, isolation_level=None)
@@ -288,7 +288,7 @@ def test_read_only_store_can_be_listed(tmp_path, capsys):
     d = tmp_path / "ro"
     d.mkdir()
     db = d / "s.sqlite"
-    with Store.open(db) as st:
+    with open_store(db) as st:
         sr.create_run(st, url=None, model=None, engine=None, caliber=None, caliber_ref="c@1",
                       caliber_identity=None, labels={})
     db.chmod(0o444)
@@ -311,7 +311,7 @@ def test_not_sqlite_and_unwritable_output_are_usage(tmp_path, capsys):
         assert "not a decodescope store" in one_error_line(capsys.readouterr().err)
     assert junk.read_bytes() == before
     db = tmp_path / "s.sqlite"
-    with Store.open(db) as st:
+    with open_store(db) as st:
         sr.create_run(st, url=None, model=None, engine=None, caliber=None, caliber_ref="c@1",
                       caliber_identity=None, labels={})
     out = tmp_path / "missing-dir" / "run.json"

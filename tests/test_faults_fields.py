@@ -24,7 +24,7 @@ from decodescope.edge import MAX_TOKEN_COUNT, count_field, finite_or_none, secon
 from decodescope.errors import ProtocolError
 from decodescope.exitcodes import ExitCode
 from decodescope.store import runs as sr
-from decodescope.store.db import Store
+from decodescope.store.connect import open_store
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -64,7 +64,7 @@ def strict_json(text: str) -> Any:
 def assert_kept_and_readable(db: Path) -> None:
     """The bad trial's run: closed as failed, the first trial whole, the bad trial's trace
     kept; every read command works on it and its JSON is JSON."""
-    with Store.open(db, read_only=True) as st:
+    with open_store(db, read_only=True) as st:
         run_id = sr.resolve_run_id(st, "last")
         run = sr.get_run(st, run_id)
     assert run.status == "failed"
@@ -188,7 +188,7 @@ def test_healthy_run_with_integral_floats_and_timings_is_complete(tmp_path):
               timings=lambda i: {"predicted_n": CHUNKS, "predicted_ms": 120.0,
                                  "predicted_per_second": float("inf")})
     assert p.returncode in (ExitCode.OK, ExitCode.CALIBER_MISSED), p.stderr
-    with Store.open(db, read_only=True) as st:
+    with open_store(db, read_only=True) as st:
         run = sr.get_run(st, sr.resolve_run_id(st, "last"))
     assert run.status == "complete" and len(run.trials) == 3
     tr = run.trials[0].requests[0]
@@ -231,7 +231,7 @@ def test_bad_tokenize_count_mid_run_keeps_the_trials(tmp_path):
     line = one_error_line(p.stderr)
     assert p.returncode == ExitCode.PROTOCOL, p.stderr
     assert "/tokenize count" in line
-    with Store.open(db, read_only=True) as st:
+    with open_store(db, read_only=True) as st:
         run = sr.get_run(st, sr.resolve_run_id(st, "last"))
     assert run.status == "failed"
     assert [t.status for t in run.trials] == ["ok", "failed"]

@@ -22,7 +22,7 @@ from decodescope.cli.main import main
 from decodescope.exitcodes import ExitCode
 from decodescope.redact import REDACTED, clear_registered_secrets
 from decodescope.sim import SimConfig, SimServer
-from decodescope.store.db import Store
+from decodescope.store.connect import open_store
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -45,7 +45,7 @@ class WalKeeper:
     deletes it when the last connection closes): the canary check reads the WAL too."""
 
     def __init__(self, db: Path) -> None:
-        Store.open(db).close()
+        open_store(db).close()
         self.conn = sqlite3.connect(db)
         self.conn.execute("SELECT count(*) FROM runs").fetchone()
 

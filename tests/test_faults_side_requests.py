@@ -26,7 +26,7 @@ from decodescope.errors import ProtocolError, ResponseTooLargeError, Unreachable
 from decodescope.exitcodes import DOCTOR_ERRORS, ExitCode
 from decodescope.run.observers import PrometheusObserver
 from decodescope.store import runs as sr
-from decodescope.store.db import Store
+from decodescope.store.connect import open_store
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -225,7 +225,7 @@ def test_probe_survives_a_misbehaving_metrics(tmp_path, metrics_fault, needle):
     assert "Traceback" not in p.stderr, p.stderr
     assert p.returncode in (ExitCode.OK, ExitCode.CALIBER_MISSED), p.stderr
     assert needle in p.stderr and "/metrics" in p.stderr
-    with Store.open(db, read_only=True) as st:
+    with open_store(db, read_only=True) as st:
         run = sr.get_run(st, sr.resolve_run_id(st, "last"))
     assert run.status == "complete" and len(run.trials) == 2
 

@@ -29,7 +29,7 @@ from decodescope.records.stored_run import StoredRun
 from decodescope.signals import Terminated, sigterm_as_interrupt, stop_signal
 from decodescope.sim import SimConfig, SimHandle, SimServer
 from decodescope.store import runs as sr
-from decodescope.store.db import Store
+from decodescope.store.connect import open_store
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -65,7 +65,7 @@ def committed_trials(db: Path) -> int:
     if not db.exists():
         return 0
     try:
-        with Store.open(db, read_only=True) as st:
+        with open_store(db, read_only=True) as st:
             runs = sr.list_runs(st, limit=1)
             return len(sr.get_run(st, runs[0].id, with_traces=False).trials) if runs else 0
     except Exception:  # the writer is still creating the store
@@ -86,7 +86,7 @@ def wait_for_trials(p: subprocess.Popen[str], db: Path, n: int = 2) -> None:
 
 
 def last_run(db: Path) -> StoredRun:
-    with Store.open(db, read_only=True) as st:
+    with open_store(db, read_only=True) as st:
         return sr.get_run(st, sr.resolve_run_id(st, "last"), with_traces=False)
 
 
@@ -176,7 +176,7 @@ def test_killed_probe_leaves_a_run_shown_as_abandoned(sim, tmp_path, capsys):
         if p.poll() is None:
             p.kill()
             p.communicate()
-    with Store.open(db, read_only=True) as st:
+    with open_store(db, read_only=True) as st:
         stored = st.conn.execute("SELECT status FROM runs").fetchone()[0]
     assert stored == "running"  # the store is not rewritten by readers
     run = last_run(db)
@@ -203,7 +203,7 @@ def test_killed_probe_leaves_a_run_shown_as_abandoned(sim, tmp_path, capsys):
 
 
 def test_a_live_writer_keeps_its_run_running(tmp_path):
-    with Store.open(tmp_path / "s.sqlite") as st:
+    with open_store(tmp_path / "s.sqlite") as st:
         rid = sr.create_run(st, url="http://127.0.0.1:1", model="m", engine="vllm", caliber=None,
                             caliber_ref="c@1", caliber_identity="abc", labels={})
         run = sr.get_run(st, rid)
@@ -255,7 +255,7 @@ def test_runs_show_of_a_failed_run_shows_the_failing_traces_error(tmp_path, caps
 
 
 def test_a_failure_outside_any_trace_is_shown_from_the_runs_stop_record(tmp_path):
-    with Store.open(tmp_path / "s.sqlite") as st:
+    with open_store(tmp_path / "s.sqlite") as st:
         rid = sr.create_run(st, url=None, model=None, engine=None, caliber=None,
                             caliber_ref="c@1", caliber_identity="abc", labels={})
         run = sr.get_run(st, rid)

@@ -13,7 +13,7 @@ from decodescope.records.request_metrics import compute
 from decodescope.records.trace import Chunk, RequestTrace
 from decodescope.sim import SimConfig, SimServer
 from decodescope.store import runs as sr
-from decodescope.store.db import Store
+from decodescope.store.connect import open_store
 
 
 def trace(ttft: float, gap: float, tokens: int, error: str | None = None) -> RequestTrace:
@@ -77,7 +77,7 @@ def test_probe_slo_stores_goodput_and_two_slos_differ(tmp_path, capsys):
             assert rc == ExitCode.OK
             out = capsys.readouterr().out
             assert "goodput (SLO)" in out
-            with Store.open(db) as st:
+            with open_store(db) as st:
                 run = sr.get_run(st, sr.resolve_run_id(st, "last"), with_traces=False)
             g = run.result["goodput"]
             assert g["requests"] == 2 and run.caliber["slo"] is not None
@@ -125,7 +125,7 @@ def test_runs_show_slo_recomputes_goodput_of_a_stored_probe(tmp_path, capsys):
         assert main(["runs", "show", "1", "--slo", slo, "--store", db, "--json"]) == 0
         shares.append(json.loads(capsys.readouterr().out)["result"]["goodput"]["share"])
     assert shares == [1.0, 0.0]
-    with Store.open(db) as st:  # not stored
+    with open_store(db) as st:  # not stored
         assert "goodput" not in sr.get_run(st, 1, with_traces=False).result
 
 

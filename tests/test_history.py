@@ -11,7 +11,7 @@ from test_triage_support import store_run, trial
 
 from decodescope.fingerprint.stack import Fingerprint, Item
 from decodescope.store import runs as sr
-from decodescope.store.db import Store
+from decodescope.store.connect import open_store
 from decodescope.verdict import history as hi
 from decodescope.verdict import thresholds as th
 
@@ -138,7 +138,7 @@ def _fp(draft: int) -> dict:
 
 def test_stored_runs_name_the_changed_flag(tmp_path):
     rng = random.Random(11)
-    with Store.open(tmp_path / "runs.sqlite") as st:
+    with open_store(tmp_path / "runs.sqlite") as st:
         for i in range(16):
             draft = 8 if i < 8 else 4
             mal = 6.0 if draft == 8 else 4.5
@@ -207,7 +207,7 @@ def test_a_fleet_of_stored_checks_moving_at_once_is_named_by_the_cli(tmp_path, c
 
     rng = random.Random(15)
     path = tmp_path / "runs.sqlite"
-    with Store.open(path) as st:
+    with open_store(path) as st:
         for i in range(24):
             for k in range(4):
                 step = 20.0 * (0.8 if i >= 12 else 1.0) * math.exp(rng.gauss(0, 0.02))

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 import pytest
 
 from decodescope.cli.main import main
-from decodescope.store.db import Store
+from decodescope.store.connect import open_store
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -90,7 +90,7 @@ def test_history_finds_the_restart_under_another_flag(tmp_path, capsys):
 
 def test_bad_selectors_are_usage_errors(tmp_path, capsys):
     store = str(tmp_path / "runs.sqlite")
-    Store.open(store).close()
+    open_store(store).close()
     assert main(["history", "nonsense", "--store", store]) == 2
     assert "not a history selector" in capsys.readouterr().err
     assert main(["history", "prom+http://127.0.0.1:9/?job=x@10:00..11:00", "--since",

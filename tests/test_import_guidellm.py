@@ -14,7 +14,7 @@ from decodescope.exitcodes import ExitCode
 from decodescope.peers import ELEMENTS, guidellm
 from decodescope.peers.audit import audit, not_done
 from decodescope.store import runs as sr
-from decodescope.store.db import Store
+from decodescope.store.connect import open_store
 from decodescope.store.peer_import import read_peer_file
 
 PEERS = Path(__file__).parent / "data" / "peers"
@@ -96,7 +96,7 @@ def test_import_benchmark_all_stores_each_benchmark_as_a_run(tmp_path, capsys):
 def test_two_files_of_one_workload_are_one_run_of_two_trials(tmp_path):
     db = str(tmp_path / "s.sqlite")
     assert main(["import", *map(str, C2), "--store", db]) == 0
-    with Store.open(db) as st:
+    with open_store(db) as st:
         run = sr.get_run(st, 1, with_traces=False)
     assert len(run.result["trials"]) == 2
     assert "audit" not in run.meta["imported"]  # the work was done: no finding
@@ -162,7 +162,7 @@ def test_import_slo_goodput_from_the_files_requests(tmp_path, capsys):
                  "--json"]) == 0
     g = json.loads(capsys.readouterr().out)["goodput"]
     assert (g["requests"], g["met"]) == (len(ok), 3)
-    with Store.open(db) as st:
+    with open_store(db) as st:
         assert sr.get_run(st, 1, with_traces=False).result["goodput"]["met"] == 3
     # the truncated file: every request failed, none meets any limit
     assert main(["import", str(TRUNCATED), "--slo", "e2e=3600s", "--store", db, "--json"]) == 0

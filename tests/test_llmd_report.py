@@ -15,7 +15,7 @@ from decodescope.peers import ELEMENTS, llmd_report
 from decodescope.peers.common import REALIZED_MEANS as REALIZED
 from decodescope.sim import SimConfig, SimServer
 from decodescope.store import runs as sr
-from decodescope.store.db import Store
+from decodescope.store.connect import open_store
 from decodescope.store.peer_import import read_peer_file
 from decodescope.verdict.imported_run import run_elements
 
@@ -54,7 +54,7 @@ def test_round_trip_keeps_every_element(probed, tmp_path, suffix, capsys):
     capsys.readouterr()
     assert main(["import", out, "--store", probed, "--json"]) == 0
     rid = json.loads(capsys.readouterr().out)["run_id"]
-    with Store.open(probed) as st:
+    with open_store(probed) as st:
         src, back = sr.get_run(st, 1), sr.get_run(st, rid)
     _same(run_elements(src), run_elements(back))
     # and again, from the imported run: the same elements, exactly
@@ -62,7 +62,7 @@ def test_round_trip_keeps_every_element(probed, tmp_path, suffix, capsys):
     assert main(["runs", "export", str(rid), "--format", "br", "-o", out2, "--store", probed]) == 0
     assert main(["import", out2, "--store", probed, "--json"]) == 0
     rid2 = json.loads(capsys.readouterr().out)["run_id"]
-    with Store.open(probed) as st:
+    with open_store(probed) as st:
         assert run_elements(sr.get_run(st, rid2)) == run_elements(back)
 
 

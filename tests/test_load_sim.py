@@ -17,7 +17,7 @@ from decodescope.probe.load_shape import arrival_gaps
 from decodescope.records.stored_run import StoredRun, StoredTrial
 from decodescope.sim import SimConfig, SimServer
 from decodescope.store import runs as sr
-from decodescope.store.db import Store
+from decodescope.store.connect import open_store
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -50,7 +50,7 @@ def max_in_flight(trial: StoredTrial) -> int:
 
 
 def stored(store: str, run_id: int) -> StoredRun:
-    with Store.open(store, read_only=True) as st:
+    with open_store(store, read_only=True) as st:
         return sr.get_run(st, run_id)
 
 

@@ -18,6 +18,7 @@ from test_triage_support import seed_windows, store_run, trial
 from decodescope.cli.main import main
 from decodescope.records.quantity import Quantity
 from decodescope.store import runs as sr
+from decodescope.store.connect import open_store
 from decodescope.store.db import Store
 from decodescope.verdict.rate_change import Decomposition, carrier_why
 from decodescope.verdict.side_values import Side, Unit, side_from_runs, side_from_windows
@@ -52,7 +53,7 @@ def _out(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
 def test_every_output_shows_the_runs_one_mal_and_decode_rate(tmp_path: Path,
                                                               capsys: pytest.CaptureFixture[str]):
     store = str(tmp_path / "runs.sqlite")
-    with Store.open(store) as st:
+    with open_store(store) as st:
         rid = _pooled_run(st)
     # runs list --json: the record itself
     listed = json.loads(_out(capsys, ["runs", "list", "--store", store, "--json"]))
@@ -106,7 +107,7 @@ def test_every_output_shows_the_runs_one_mal_and_decode_rate(tmp_path: Path,
 def test_demo_side_by_side_renders_the_same_records(tmp_path: Path):
     from decodescope.cli.demo_parts import numbers, side_by_side
 
-    with Store.open(tmp_path / "runs.sqlite") as st:
+    with open_store(tmp_path / "runs.sqlite") as st:
         run = sr.get_run(st, _pooled_run(st))
     n = numbers(run)
     assert n["mal"] == pytest.approx(2.5) and n["client_decode"] == pytest.approx(60.0)
@@ -176,7 +177,7 @@ def test_a_split_that_does_not_close_prints_its_remainder():
 ])
 def test_run_versus_windows_words_the_run_as_a_stored_run(tmp_path: Path, window_name: str,
                                                          words: str):
-    with Store.open(tmp_path / "runs.sqlite") as st:
+    with open_store(tmp_path / "runs.sqlite") as st:
         # no engine MAL on the run: the windows' MAL band cannot be matched, so the caliber
         # row says why it is not established, naming both sides' kinds
         rid = store_run(st, "chat-short-3k", [trial(100.0 + i, None, 36.0 + 0.1 * i)

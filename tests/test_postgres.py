@@ -28,6 +28,7 @@ from decodescope.errors import StoreError
 from decodescope.records.trace import Chunk, RequestTrace
 from decodescope.records.window import EngineWindow
 from decodescope.store import runs as sr
+from decodescope.store.connect import open_store
 from decodescope.store.db import MIGRATIONS, SCHEMA_VERSION, Store
 
 pytestmark = pytest.mark.timeout(300)
@@ -181,17 +182,17 @@ def new_run(st: Store, **kw: object) -> int:
 # ---- the store on PostgreSQL -----------------------------------------------------------------
 
 def test_schema_version_and_named_migrations(pg_url):
-    with Store.open(pg_url) as st:
+    with open_store(pg_url) as st:
         assert st.backend == "postgresql"
         assert st.schema_version == SCHEMA_VERSION
         assert st.migrations == [name for name, _ in MIGRATIONS]
-    with Store.open(pg_url) as st:  # reopening migrates nothing twice
+    with open_store(pg_url) as st:  # reopening migrates nothing twice
         assert st.migrations == [name for name, _ in MIGRATIONS]
         assert st.conn.execute("SELECT count(*) FROM schema_migrations").fetchone()[0] == 2
 
 
 def test_trial_roundtrip_keeps_raw_traces(pg_url):
-    with Store.open(pg_url) as st:
+    with open_store(pg_url) as st:
         rid = new_run(st)
         w = EngineWindow("prometheus", "vllm", 1.0, 2.0, generation_tokens=100, drafts=25,
                          accepted_tokens=75, running=1)
@@ -215,7 +216,7 @@ def test_trial_roundtrip_keeps_raw_traces(pg_url):
 
 
 def test_failed_run_carries_its_cause_without_traces(pg_url):
-    with Store.open(pg_url) as st:
+    with open_store(pg_url) as st:
         rid = new_run(st)
         sr.add_trial(st, rid, 0, status="failed", started_at=1.0, wall_anchor_s=0.0,
                      result={"x": float("nan")}, requests=[trace(1), trace(1, error="HTTP 500")])
@@ -235,7 +236,7 @@ def test_baselines_upsert_on_postgres(pg_url):
         save_baseline,
     )
 
-    with Store.open(pg_url) as st:
+    with open_store(pg_url) as st:
         b = Baseline("anchor", 1.0, "c@1", "abc", (90.0, 100.0), 85.0, (1, 2), "client", (95.0,),
                      None, False)
         save_baseline(st, b)
@@ -249,14 +250,14 @@ def test_baselines_upsert_on_postgres(pg_url):
 
 def test_read_only_open_never_creates_or_writes(pg_url):
     with pytest.raises(StoreError) as e:
-        Store.open(pg_url, read_only=True)
+        open_store(pg_url, read_only=True)
     assert "empty" in e.value.one_line()
     c = pg_cluster()
     db = pg_url.rsplit("/", 1)[1]
     assert c.psql("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'", db) == "0"
-    with Store.open(pg_url) as st:
+    with open_store(pg_url) as st:
         rid = new_run(st)
-    with Store.open(pg_url, read_only=True) as st:
+    with open_store(pg_url, read_only=True) as st:
         assert sr.get_run(st, rid).labels == {"tag": "after-pull"}
         with pytest.raises(StoreError) as e:
             sr.create_run(st, url=None, model=None, engine=None, caliber=None, caliber_ref=None,
@@ -269,22 +270,22 @@ def test_foreign_database_and_newer_store_are_refused_untouched(pg_url):
     db = pg_url.rsplit("/", 1)[1]
     c.psql("CREATE TABLE customers (id int)", db)
     with pytest.raises(StoreError) as e:
-        Store.open(pg_url)
+        open_store(pg_url)
     assert "not a decodescope store" in e.value.one_line() and "customers" in e.value.one_line()
     assert "search_path" in e.value.remedy
     c.psql("CREATE SCHEMA decodescope", db)
     scoped = pg_url + "?options=-csearch_path%3Ddecodescope"  # its own schema: fine
-    with Store.open(scoped) as st:
+    with open_store(scoped) as st:
         new_run(st)
         st.conn.execute("INSERT INTO schema_migrations VALUES ('9999_future', 0)")
     for ro in (False, True):
         with pytest.raises(StoreError) as e:
-            Store.open(scoped, read_only=ro)
+            open_store(scoped, read_only=ro)
         assert "newer decodescope" in e.value.one_line()
 
 
 def test_missing_table_and_bad_ids_are_store_errors(pg_url):
-    with Store.open(pg_url) as st:
+    with open_store(pg_url) as st:
         with pytest.raises(StoreError) as e:
             sr.get_run(st, 2**63)
         assert "run ids are 1.." in e.value.one_line()
@@ -301,7 +302,7 @@ def test_the_url_password_is_never_shown_or_stored(pg_url, capsys):
 
     c = pg_cluster()
     try:
-        with Store.open(pg_url) as st:
+        with open_store(pg_url) as st:
             assert PG_PASSWORD_Q not in st.path and PG_PASSWORD not in st.path
             assert st.path.startswith("postgresql://") and f":{c.port}/" in st.path
             rid = new_run(st, meta={"store": pg_url, "note": f"pw {PG_PASSWORD}"})
@@ -329,7 +330,7 @@ def test_the_url_password_is_never_shown_or_stored(pg_url, capsys):
         clear_registered_secrets()
         try:
             with pytest.raises(StoreError) as e:
-                Store.open(None, read_only=True)
+                open_store(None, read_only=True)
         finally:
             del os.environ["DECODESCOPE_STORE"]
         assert "Wrong-Canary-pw9" not in e.value.one_line()
@@ -341,9 +342,10 @@ def test_the_url_password_is_never_shown_or_stored(pg_url, capsys):
 WRITER = """
 import sys
 from decodescope.store.db import Store
+from decodescope.store.connect import open_store
 from decodescope.store import runs as sr
 from decodescope.records.trace import RequestTrace
-st = Store.open(sys.argv[1])
+st = open_store(sys.argv[1])
 n = int(sys.argv[3])
 for i in range(n):
     rid = sr.create_run(st, url=None, model=None, engine=None, caliber=None, caliber_ref=None,
@@ -366,7 +368,7 @@ def test_several_processes_write_at_once(pg_url):
     outs = [p.communicate(timeout=240) for p in procs]
     took = time.monotonic() - t0
     assert [p.returncode for p in procs] == [0] * writers, outs
-    with Store.open(pg_url, read_only=True) as st:
+    with open_store(pg_url, read_only=True) as st:
         runs = sr.list_runs(st, limit=10_000)
         assert len(runs) == writers * per == len({r.id for r in runs})
         assert {r.labels["writer"] for r in runs} == {str(i) for i in range(writers)}
@@ -379,7 +381,7 @@ def test_a_run_from_another_host_is_never_called_abandoned(pg_url):
     """A shared store holds runs written on many hosts: only the writing host can tell that a
     run's process is gone; everywhere else a `running` run stays `running`."""
     dead = {"pid": 2**22 + 12345, "boot_id": None, "started": 1.0}
-    with Store.open(pg_url) as st:
+    with open_store(pg_url) as st:
         here = new_run(st)
         there = new_run(st)
         sr.update_run(st, here, meta={"writer": {**dead, "host": socket.gethostname()}})

@@ -19,7 +19,7 @@ from decodescope.cli.main import main
 from decodescope.exporter.config import shard_of
 from decodescope.sim import SimConfig, SimServer
 from decodescope.store import runs as sr
-from decodescope.store.db import Store
+from decodescope.store.connect import open_store
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
@@ -70,7 +70,7 @@ def test_two_instances_split_a_fleet_on_one_postgres_store(tmp_path: Path, capsy
         assert served == set(mine[i])  # each instance served only its own shard
         assert f'decodescope_fleet_checks{{shard="{i}/2"}} {float(len(mine[i]))}' \
             in out.decode()
-    with Store.open(pg) as st:
+    with open_store(pg) as st:
         runs = sr.list_runs(st, limit=1000)
     per_check: dict[str, int] = {}
     for r in runs:

@@ -13,7 +13,7 @@ from decodescope.records.request_metrics import compute
 from decodescope.run.runner import ProbeSettings, run_probe
 from decodescope.sim import FaultSpec, SimConfig, SimServer
 from decodescope.store import runs as sr
-from decodescope.store.db import Store
+from decodescope.store.connect import open_store
 
 ACCURACY = 0.005  # the target: client decode rate within 0.5% of the truth at c1
 
@@ -32,7 +32,7 @@ def truth_steady_rate(truth, start):
 
 @pytest.fixture()
 def store(tmp_path):
-    with Store.open(tmp_path / "runs.sqlite") as st:
+    with open_store(tmp_path / "runs.sqlite") as st:
         yield st
 
 

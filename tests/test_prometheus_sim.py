@@ -172,9 +172,9 @@ def test_raw_series_is_stored(sim: SimHandle, tmp_path: Path,
     series = shown.get("series", {}).get("prometheus")
     if series is None:  # `runs show` may leave raw series out; read the store directly
         from decodescope.store import runs as sr
-        from decodescope.store.db import Store
+        from decodescope.store.connect import open_store
 
-        st = Store.open(str(store))
+        st = open_store(str(store))
         try:
             series = sr.get_run(st, doc["id"]).series["prometheus"]
         finally:

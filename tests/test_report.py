@@ -19,6 +19,7 @@ from decodescope.report import curves, report_html, report_json, report_md
 from decodescope.report.document import REPORT_KIND, REPORT_SCHEMA_VERSION, Report, build_report
 from decodescope.report.plot_svg import nice_ticks
 from decodescope.store import runs as sr
+from decodescope.store.connect import open_store
 from decodescope.store.db import Store
 
 T = 1_790_000_500.0
@@ -187,7 +188,7 @@ def save(st: Store, run: StoredRun) -> int:
 @pytest.fixture()
 def store(tmp_path: Path) -> Path:
     path = tmp_path / "runs.sqlite"
-    with Store.open(path) as st:
+    with open_store(path) as st:
         save(st, code_run())
         save(st, prose_run())
     return path

@@ -171,7 +171,7 @@ def test_real_engine_caliber_mismatch_pair_report(tmp_path: Path) -> None:
     from decodescope.engines.server import EngineSettings, running_engine
     from decodescope.run.observers import PrometheusObserver
     from decodescope.run.runner import ProbeSettings, prepare, run_probe
-    from decodescope.store.db import Store
+    from decodescope.store.connect import open_store
 
     install = find_install()
     if install is None:
@@ -180,7 +180,7 @@ def test_real_engine_caliber_mismatch_pair_report(tmp_path: Path) -> None:
     store = tmp_path / "runs.sqlite"
     settings = EngineSettings(port=0, threads=2, spec="ngram")
     with running_engine(settings, install=install, state_dir=tmp_path / "engine") as eng, \
-            Store.open(store) as st:
+            open_store(store) as st:
         for cal in ("demo-code-rewrite", "demo-varied-prose"):
             probe = ProbeSettings(url=eng.url, caliber=resolve(cal), trials=2,
                                   labels={"e2e": "report"})

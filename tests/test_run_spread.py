@@ -12,7 +12,7 @@ from test_triage_support import store_run, trial
 from decodescope.cli.main import main
 from decodescope.fingerprint.stack import Fingerprint, Item
 from decodescope.store import runs as sr
-from decodescope.store.db import Store
+from decodescope.store.connect import open_store
 from decodescope.verdict import run_spread as rs
 from decodescope.verdict import thresholds as th
 from decodescope.verdict.stats import relative_change
@@ -34,7 +34,7 @@ def fp(threads: int = 2, port: int = 8181, host: str = "box-1") -> dict:
 
 @pytest.fixture
 def store(tmp_path):
-    with Store.open(tmp_path / "runs.sqlite") as st:
+    with open_store(tmp_path / "runs.sqlite") as st:
         yield st
 
 
@@ -144,7 +144,7 @@ def test_spread_command_stores_runs_and_reports_the_prior_until_enough(tmp_path,
     assert code == 0 and len(out["runs"]) == 2
     assert out["spread"]["source"] == "prior" and out["spread"]["runs"] == 2
     assert "conservative prior" in out["spread"]["text"]
-    with Store.open(tmp_path / "s.sqlite", read_only=True) as st:
+    with open_store(tmp_path / "s.sqlite", read_only=True) as st:
         runs = [sr.get_run(st, i, with_traces=False) for i in out["runs"]]
     assert all(r.labels.get("spread") == out["session"] for r in runs)
     assert rs.stack_key(runs[0].fingerprint) is not None

@@ -13,7 +13,7 @@ from test_triage_support import store_run, trial
 from decodescope.cli.main import main
 from decodescope.fingerprint.stack import Fingerprint, Item
 from decodescope.store import runs as sr
-from decodescope.store.db import Store
+from decodescope.store.connect import open_store
 from decodescope.verdict import run_spread as rs
 from decodescope.verdict import server_state as ss
 from decodescope.verdict import thresholds as th
@@ -40,7 +40,7 @@ def fp(start: float | None = T0, pid: int = 4242) -> dict:
 
 @pytest.fixture
 def store(tmp_path):
-    with Store.open(tmp_path / "runs.sqlite") as st:
+    with open_store(tmp_path / "runs.sqlite") as st:
         yield st
 
 
@@ -180,7 +180,7 @@ def test_spread_command_says_the_warm_up_it_discarded(tmp_path, capsys):
         main(["spread", sim.url, "--caliber", CAL, "--runs", "1", "--trials", "2", "--wait",
               "0", "--store", path, "--json"])
         first = json.loads(capsys.readouterr().out)["runs"][0]
-        with Store.open(path) as st:
+        with open_store(path) as st:
             run = sr.get_run(st, first, with_traces=False)
             level = statistics.fmean(t["decode_rate"] for t in run.result["trials"])
             # this server's earlier runs, stored before: a warm-up of 4 runs, then 6 level

@@ -7,7 +7,8 @@ from decodescope.errors import StoreError
 from decodescope.records.trace import Chunk, RequestTrace
 from decodescope.records.window import EngineWindow
 from decodescope.store import runs as sr
-from decodescope.store.db import MIGRATIONS, SCHEMA_VERSION, Store
+from decodescope.store.connect import open_store
+from decodescope.store.db import MIGRATIONS, SCHEMA_VERSION
 
 
 def trace(n=3):
@@ -25,16 +26,16 @@ def new_run(st, **kw):
 
 
 def test_schema_version_and_named_migrations(tmp_path):
-    with Store.open(tmp_path / "s.sqlite") as st:
+    with open_store(tmp_path / "s.sqlite") as st:
         assert st.schema_version == SCHEMA_VERSION
         assert st.migrations == [name for name, _ in MIGRATIONS]
         assert st.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    with Store.open(tmp_path / "s.sqlite") as st:  # reopening migrates nothing twice
+    with open_store(tmp_path / "s.sqlite") as st:  # reopening migrates nothing twice
         assert st.migrations == [name for name, _ in MIGRATIONS]
 
 
 def test_trial_roundtrip_keeps_raw_traces(tmp_path):
-    with Store.open(tmp_path / "s.sqlite") as st:
+    with open_store(tmp_path / "s.sqlite") as st:
         rid = new_run(st)
         w = EngineWindow("prometheus", "vllm", 1.0, 2.0, generation_tokens=100, drafts=25,
                          accepted_tokens=75, running=1)
@@ -57,9 +58,10 @@ def test_trial_roundtrip_keeps_raw_traces(tmp_path):
 WRITER = """
 import sys
 from decodescope.store.db import Store
+from decodescope.store.connect import open_store
 from decodescope.store import runs as sr
 from decodescope.records.trace import RequestTrace
-st = Store.open(sys.argv[1])
+st = open_store(sys.argv[1])
 for i in range(40):
     rid = sr.create_run(st, url=None, model=None, engine=None, caliber=None, caliber_ref=None,
                         caliber_identity=None, labels={"writer": sys.argv[2]})
@@ -72,12 +74,12 @@ print("ok")
 
 def test_two_processes_writing_at_once_both_succeed(tmp_path):
     db = str(tmp_path / "s.sqlite")
-    Store.open(db).close()
+    open_store(db).close()
     procs = [subprocess.Popen([sys.executable, "-c", WRITER, db, str(i)], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for i in range(2)]
     outs = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
-    with Store.open(db) as st:
+    with open_store(db) as st:
         runs = sr.list_runs(st, limit=1000)
         assert len(runs) == 80
         assert {r.labels["writer"] for r in runs} == {"0", "1"}
@@ -85,34 +87,34 @@ def test_two_processes_writing_at_once_both_succeed(tmp_path):
 
 def test_store_path_errors(tmp_path):
     with pytest.raises(StoreError) as e:
-        Store.open(tmp_path)
+        open_store(tmp_path)
     assert "directory" in e.value.one_line()
     bad = tmp_path / "junk.sqlite"
     bad.write_bytes(b"this is not sqlite" * 100)
     with pytest.raises(StoreError) as e:
-        Store.open(bad)
+        open_store(bad)
     assert "not a decodescope store" in e.value.one_line()
 
 
 def test_newer_store_is_refused(tmp_path):
     db = tmp_path / "s.sqlite"
-    with Store.open(db) as st:
+    with open_store(db) as st:
         st.conn.execute("INSERT INTO schema_migrations VALUES ('9999_future', 0)")
     with pytest.raises(StoreError) as e:
-        Store.open(db)
+        open_store(db)
     assert "newer decodescope" in e.value.one_line()
 
 
 def test_read_only_open_never_creates_migrates_or_writes(tmp_path):
     missing = tmp_path / "nope" / "s.sqlite"
     with pytest.raises(StoreError) as e:
-        Store.open(missing, read_only=True)
+        open_store(missing, read_only=True)
     assert "no run store" in e.value.one_line() and not missing.parent.exists()
     db = tmp_path / "s.sqlite"
-    with Store.open(db) as st:
+    with open_store(db) as st:
         rid = new_run(st)
     before = db.read_bytes()
-    with Store.open(db, read_only=True) as st:
+    with open_store(db, read_only=True) as st:
         assert sr.get_run(st, rid).labels == {"tag": "after-pull"}
         with pytest.raises(StoreError):
             sr.create_run(st, url=None, model=None, engine=None, caliber=None, caliber_ref=None,
@@ -124,9 +126,9 @@ def test_empty_sqlite_file_is_a_new_store_for_writers_only(tmp_path):
     db = tmp_path / "empty.sqlite"
     db.write_bytes(b"")
     with pytest.raises(StoreError) as e:
-        Store.open(db, read_only=True)
+        open_store(db, read_only=True)
     assert "empty" in e.value.one_line()
-    with Store.open(db) as st:
+    with open_store(db) as st:
         assert st.schema_version == SCHEMA_VERSION
 
 
@@ -134,13 +136,13 @@ def test_newer_user_version_is_refused_not_rewritten(tmp_path):
     import sqlite3
 
     db = tmp_path / "s.sqlite"
-    Store.open(db).close()
+    open_store(db).close()
     c = sqlite3.connect(db)
     c.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     c.close()
     for ro in (False, True):
         with pytest.raises(StoreError) as e:
-            Store.open(db, read_only=ro)
+            open_store(db, read_only=ro)
         assert "newer decodescope" in e.value.one_line()
     c = sqlite3.connect(db)
     assert c.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION + 1
@@ -151,11 +153,11 @@ def test_up_to_date_store_opens_without_the_write_lock(tmp_path):
     import sqlite3
 
     db = tmp_path / "s.sqlite"
-    Store.open(db).close()
+    open_store(db).close()
     holder = sqlite3.connect(db, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")  # another writer mid-transaction
     try:
-        with Store.open(db) as st:  # no migration due: no BEGIN IMMEDIATE, no 30 s wait
+        with open_store(db) as st:  # no migration due: no BEGIN IMMEDIATE, no 30 s wait
             assert st.schema_version == SCHEMA_VERSION
     finally:
         holder.execute("ROLLBACK")
@@ -170,7 +172,7 @@ def test_sqlite_failures_become_store_errors_with_the_cause(tmp_path):
     assert "damaged" in store_error(sqlite3.DatabaseError("database disk image is malformed"), "x").one_line()
     assert "read-only" in store_error(sqlite3.OperationalError("attempt to write a readonly database"), "x").one_line()
     assert "locked" in store_error(sqlite3.OperationalError("database is locked"), "x").one_line()
-    with Store.open(tmp_path / "s.sqlite") as st:
+    with open_store(tmp_path / "s.sqlite") as st:
         with pytest.raises(StoreError) as e:
             sr.get_run(st, 2**63)
         assert "run ids are 1.." in e.value.one_line()
@@ -189,7 +191,7 @@ def test_stored_values_pass_one_redaction_pass(tmp_path):
     secret = "LiteralCanary42x"
     register_secret(secret)
     try:
-        with Store.open(tmp_path / "s.sqlite") as st:
+        with open_store(tmp_path / "s.sqlite") as st:
             rid = new_run(st, url=f"http://u:{secret}@h:1", meta={"note": f"key {secret}"})
             tr = RequestTrace(t_send_s=1.0, t_headers_s=1.1,
                               chunks=(Chunk(1.2, content=f"say {secret}", tokens=1),

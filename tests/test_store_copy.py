@@ -14,6 +14,7 @@ from decodescope.cli.main import main
 from decodescope.errors import UsageError
 from decodescope.records.window import EngineWindow
 from decodescope.store import runs as sr
+from decodescope.store.connect import open_store
 from decodescope.store.copy import COLUMNS, copy_store
 from decodescope.store.db import Store
 from decodescope.verdict.baseline import Baseline, get_baseline, save_baseline
@@ -68,11 +69,11 @@ def dump(path: str) -> dict[str, list[tuple]]:
 
 
 def test_copy_columns_are_every_column_of_the_schema(tmp_path):
-    with Store.open(tmp_path / "s.sqlite") as st:
+    with open_store(tmp_path / "s.sqlite") as st:
         for table, cols in COLUMNS.items():
             assert tuple(r[1] for r in st.conn.execute(f"PRAGMA table_info({table})")) == cols
     c = pg_cluster()
-    with Store.open(c.url(c.new_db())) as st:
+    with open_store(c.url(c.new_db())) as st:
         for table, cols in COLUMNS.items():
             got = st.conn.execute("SELECT column_name FROM information_schema.columns"
                                   " WHERE table_schema = current_schema() AND table_name = ?"
@@ -84,7 +85,7 @@ def test_sqlite_to_postgres_to_sqlite_is_lossless(tmp_path, capsys):
     c = pg_cluster()
     pg = c.url(c.new_db())
     a, b = str(tmp_path / "a.sqlite"), str(tmp_path / "b.sqlite")
-    with Store.open(a) as st:
+    with open_store(a) as st:
         fill(st)
     capsys.readouterr()
     assert main(["store", "copy", a, pg, "--json"]) == 0
@@ -98,7 +99,7 @@ def test_sqlite_to_postgres_to_sqlite_is_lossless(tmp_path, capsys):
     assert text.startswith("copied 6 runs (18 trials, 72 request traces, 24 windows, 6 series)"
                            " and 2 baselines") and PG_PASSWORD not in text
     assert dump(a) == dump(b)  # every row, byte for byte; ids and high-water marks too
-    with Store.open(a, read_only=True) as sa, Store.open(pg, read_only=True) as sp:
+    with open_store(a, read_only=True) as sa, open_store(pg, read_only=True) as sp:
         for rid in (1, 2, 3, 4, 5, 6):
             for traces in (True, False):  # as JSON text: NaN written the same on both sides
                 assert json.dumps(sr.get_run(sa, rid, with_traces=traces).to_dict()) == \
@@ -109,7 +110,7 @@ def test_sqlite_to_postgres_to_sqlite_is_lossless(tmp_path, capsys):
         assert sr.get_run(sp, 5).status in ("running", "abandoned")
         assert get_baseline(sa, "anchor") == get_baseline(sp, "anchor")
         assert sa.id_high_water("runs") == sp.id_high_water("runs") == 7
-    with Store.open(pg) as sp:  # the next run after a copy does not reuse the deleted id
+    with open_store(pg) as sp:  # the next run after a copy does not reuse the deleted id
         assert sr.create_run(sp, url=None, model=None, engine=None, caliber=None,
                              caliber_ref=None, caliber_identity=None, labels={}) == 8
 
@@ -118,9 +119,9 @@ def test_copy_refuses_a_non_empty_destination_and_appends_on_request(tmp_path, c
     c = pg_cluster()
     pg = c.url(c.new_db())
     a, b = str(tmp_path / "a.sqlite"), str(tmp_path / "b.sqlite")
-    with Store.open(a) as st:
+    with open_store(a) as st:
         fill(st, runs=3, trials=2, requests=2)
-    with Store.open(b) as st:
+    with open_store(b) as st:
         fill(st, runs=2, trials=1, requests=1)
         save_baseline(st, Baseline("mine", 1.0, "c@1", "abc", None, 1.0, (2,), "client", (),
                                    None, False))
@@ -132,13 +133,13 @@ def test_copy_refuses_a_non_empty_destination_and_appends_on_request(tmp_path, c
     assert main(["store", "copy", b, pg, "--append", "--json"]) == 0
     rep = json.loads(capsys.readouterr().out)
     assert rep["first_new_run_id"] == 5 and rep["skipped_baselines"] == ["anchor", "other"]
-    with Store.open(pg, read_only=True) as sp:
+    with open_store(pg, read_only=True) as sp:
         runs = sr.list_runs(sp, limit=100)
         assert [r.id for r in runs] == [6, 5, 3, 2, 1]
         assert len(sr.get_run(sp, 6).trials) == 1 and len(sr.get_run(sp, 6).trials[0].requests) == 1
         mine = get_baseline(sp, "mine")
         assert mine is not None and mine.run_ids == (6,)  # renumbered with its run
-    with pytest.raises(UsageError), Store.open(a, read_only=True) as s1, Store.open(a) as s2:
+    with pytest.raises(UsageError), open_store(a, read_only=True) as s1, open_store(a) as s2:
         copy_store(s1, s2)  # the same store both sides
 
 
@@ -146,7 +147,7 @@ def test_store_info_on_both_backends(tmp_path, capsys):
     c = pg_cluster()
     pg = c.url(c.new_db())
     a = str(tmp_path / "a.sqlite")
-    with Store.open(a) as st:
+    with open_store(a) as st:
         fill(st, runs=1, trials=1, requests=1)
     for where in (a, pg):
         if where == pg:

@@ -7,7 +7,8 @@ import pytest
 
 from decodescope.errors import StoreError
 from decodescope.redact import clear_registered_secrets
-from decodescope.store.db import Store, is_postgres_url
+from decodescope.store.connect import open_store
+from decodescope.store.db import is_postgres_url
 
 psycopg = pytest.importorskip("psycopg")
 
@@ -48,7 +49,7 @@ def test_a_bad_url_is_a_store_error_without_its_password():
         for url in ("postgresql://u:Sekret-pw-77@h:notaport/db",
                     "postgresql://u:Sekret-pw-77@127.0.0.1:1/db?connect_timeout=2"):
             with pytest.raises(StoreError) as e:
-                Store.open(url)
+                open_store(url)
             assert "Sekret-pw-77" not in e.value.one_line()
     finally:
         clear_registered_secrets()

@@ -9,7 +9,7 @@ from test_triage_support import fingerprint, store_run, trial
 
 from decodescope.cli.main import main
 from decodescope.exitcodes import ExitCode
-from decodescope.store.db import Store
+from decodescope.store.connect import open_store
 from decodescope.verdict import EXIT_CODES, for_verdict
 from decodescope.verdict.side_resolve import resolve_side
 from decodescope.verdict.triage import triage
@@ -19,7 +19,7 @@ CAL = "demo-code-rewrite"
 
 @pytest.fixture
 def store(tmp_path):
-    with Store.open(tmp_path / "runs.sqlite") as st:
+    with open_store(tmp_path / "runs.sqlite") as st:
         yield st
 
 

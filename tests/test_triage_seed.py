@@ -118,10 +118,10 @@ def test_seed_log_time_only_selectors_and_markdown(tmp_path, capsys):
 def test_numbers_side_by_side_mixes_stored_runs_and_log_windows(tmp_path, seed_sides):
     from test_triage_support import store_run, trial
 
-    from decodescope.store.db import Store
+    from decodescope.store.connect import open_store
     from decodescope.verdict.side_resolve import resolve_side
 
-    with Store.open(tmp_path / "runs.sqlite") as st:
+    with open_store(tmp_path / "runs.sqlite") as st:
         rid = store_run(st, "chat-short-3k", [trial(94.1, 2.62, 36.5), trial(107.8, 3.14, 38.2)],
                         labels={"tag": "tonight"})
         run_side = resolve_side(str(rid), store=st)

@@ -8,6 +8,7 @@ import pytest
 from test_triage_support import store_run, trial
 
 from decodescope.cli.main import main
+from decodescope.store.connect import open_store
 from decodescope.store.db import Store
 from decodescope.verdict.side_resolve import resolve_side
 from decodescope.verdict.triage import triage
@@ -21,7 +22,7 @@ def file_caliber(tmp_path: Path, monkeypatch) -> Path:
 
 
 def _runs(tmp_path: Path, cal: str) -> tuple[Store, int, int]:
-    store = Store.open(tmp_path / "runs.sqlite")
+    store = open_store(tmp_path / "runs.sqlite")
     base = store_run(store, cal, [trial(86 + d, 3.0, 28.7 + d / 3) for d in (0, 0.5, -0.4)])
     cur = store_run(store, cal, [trial(60 + d, 3.0, 20.0 + d / 3) for d in (0, 0.3, -0.2)])
     return store, base, cur

@@ -18,7 +18,7 @@ from decodescope.cli.main import main
 from decodescope.records.stored_run import StoredRun
 from decodescope.sim import ACCEPTANCE_PROFILES, FaultSpec, SimConfig, SimServer
 from decodescope.store import runs as sr
-from decodescope.store.db import Store
+from decodescope.store.connect import open_store
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -48,7 +48,7 @@ def triage(store: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[st
 
 
 def last_run(store: str) -> StoredRun:
-    st = Store.open(store)
+    st = open_store(store)
     try:
         return sr.get_run(st, sr.resolve_run_id(st, "last"))
     finally:

@@ -12,7 +12,7 @@ from decodescope.cli.common import check_url, client_options, emit, limit_option
 from decodescope.console import json_option
 from decodescope.run.probe_side import read_api_key
 from decodescope.run.runner import ProbeSettings
-from decodescope.store.db import Store
+from decodescope.store.connect import open_store
 from decodescope.verdict import thresholds as th
 from decodescope.verdict.ab import Design, Look, ab_verdict, render_ab
 
@@ -88,7 +88,7 @@ def command(url_a: str, url_b: str, caliber_name: str, min_effect: float, alpha:
             at = f": {lk.describe()} → {lk.decision}" if lk is not None else ""
             click.echo(f"pair {n} ({order}){at}", err=True)
 
-    store = Store.open(store_path)
+    store = open_store(store_path)
     try:
         created: list[int] = []
         try:

@@ -10,7 +10,7 @@ from decodescope.caliber.resolve import resolve
 from decodescope.cli.common import emit, store_option
 from decodescope.console import json_option
 from decodescope.errors import UsageError
-from decodescope.store.db import Store
+from decodescope.store.connect import open_store
 from decodescope.verdict import run_spread as rs
 from decodescope.verdict.baseline import (
     Baseline,
@@ -54,7 +54,7 @@ def set_cmd(name: str, caliber_name: str, from_runs: str | None, band_text: str 
     """Create or replace the baseline NAME."""
     cal = resolve(caliber_name)
     band = parse_band(band_text) if band_text else None
-    with Store.open(store_path) as store:
+    with open_store(store_path) as store:
         runs = [load_run(store, i) for i in parse_run_ids(from_runs)] if from_runs else []
         spread = rs.for_side(store, side_from_runs(runs)) if runs else None
         b = make_baseline(name, cal, runs, band=band, floor=floor, spread=spread)
@@ -77,7 +77,7 @@ def _render_set(x: Baseline) -> str:
 @json_option
 def list_cmd(store_path: str | None, as_json: bool) -> None:
     """List baselines."""
-    with Store.open(store_path, read_only=True) as store:
+    with open_store(store_path, read_only=True) as store:
         items = list_baselines(store)
     emit(items, as_json, _render_list)
 
@@ -88,7 +88,7 @@ def list_cmd(store_path: str | None, as_json: bool) -> None:
 @json_option
 def show_cmd(name: str, store_path: str | None, as_json: bool) -> None:
     """Show one baseline."""
-    with Store.open(store_path, read_only=True) as store:
+    with open_store(store_path, read_only=True) as store:
         b = get_baseline(store, name)
     emit(b, as_json, _render_one)
 
@@ -98,7 +98,7 @@ def show_cmd(name: str, store_path: str | None, as_json: bool) -> None:
 @store_option
 def rm_cmd(name: str, store_path: str | None) -> None:
     """Delete a baseline (its runs stay in the store)."""
-    with Store.open(store_path) as store:
+    with open_store(store_path) as store:
         if not delete_baseline(store, name):
             get_baseline(store, name)  # raises the "no baseline" error
     click.echo(f"baseline {name} deleted")

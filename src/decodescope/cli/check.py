@@ -19,6 +19,7 @@ from decodescope.console import json_option
 from decodescope.exitcodes import ExitCode
 from decodescope.records.evidence import render_rows
 from decodescope.run.probe_side import ProbeOptions, probe_side, read_api_key
+from decodescope.store.connect import open_store
 from decodescope.store.db import Store
 from decodescope.verdict.anchor import CheckResult, check_against, judge_anchor
 from decodescope.verdict.baseline import anchor_caliber, get_baseline
@@ -85,7 +86,7 @@ def command(name: str, url: str, trials: int, labels: tuple[str, ...], model: st
     opts = make_options(trials, labels, model, api_key_env, proxy, log_path, scrape_interval,
                         no_scrape, no_fingerprint)
     opts.labels.setdefault("check", name)
-    with Store.open(store_path) as store:
+    with open_store(store_path) as store:
         base = get_baseline(store, name)
         assert base is not None
         cal = anchor_caliber(base)

@@ -36,6 +36,7 @@ from decodescope.exitcodes import ExitCode
 from decodescope.run.runner import ProbeSettings, prepare, run_probe
 from decodescope.run.setup import build_observers, collect_fp
 from decodescope.store import runs as sr
+from decodescope.store.connect import open_store
 from decodescope.store.db import Store
 from decodescope.verdict.judge import judge
 from decodescope.verdict.render import render_text
@@ -152,7 +153,7 @@ def _llamacpp_demo(trials: int, port: int, use_sim: bool, report_path: str | Non
     t0 = time.monotonic()
     stamp = time.strftime("%Y%m%d-%H%M%S")
     run_ids: dict[str, int] = {}
-    with Store.open(store_path) as st, _server(use_sim, port, quiet) as (url, what):
+    with open_store(store_path) as st, _server(use_sim, port, quiet) as (url, what):
         say(f"engine: {what}", quiet)
         for label, cal_name in PLAN:
             settings = ProbeSettings(url=url, caliber=resolve(cal_name), trials=trials,

@@ -33,6 +33,7 @@ from decodescope.exitcodes import ExitCode
 from decodescope.run.runner import ProbeSettings, prepare, run_probe
 from decodescope.run.setup import build_observers, collect_fp
 from decodescope.store import runs as sr
+from decodescope.store.connect import open_store
 from decodescope.store.db import Store
 from decodescope.verdict.judge import judge
 from decodescope.verdict.render import render_text
@@ -108,7 +109,7 @@ def run_vllm_demo(*, trials: int, port: int, regression: str, report_path: str |
     probed: dict[str, Probed] = {}
     stamp_labels = {"demo": stamp, "engine": "vllm"}
 
-    with Store.open(store_path) as st:
+    with open_store(store_path) as st:
         # --- 1. one server, two calibers ------------------------------------------------
         mode = ("--enforce-eager" if base.enforce_eager
                 else "about a minute: torch.compile runs at every start")

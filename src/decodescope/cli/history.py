@@ -9,7 +9,7 @@ import click
 
 from decodescope.cli.common import store_option
 from decodescope.errors import UsageError
-from decodescope.store.db import Store
+from decodescope.store.connect import open_store
 from decodescope.verdict.history_store import FleetResult, HistoryResult, fleet, history
 
 
@@ -48,7 +48,7 @@ def command(selector: str, control: str | None, caliber_name: str | None, since:
         result = history(None, selector, control=control, caliber=caliber_name, since=since,
                          until=until)
     else:
-        with Store.open(store_path, read_only=True) as store:
+        with open_store(store_path, read_only=True) as store:
             result = (fleet(store, selector, control=control, caliber=caliber_name,
                             since=since, until=until)
                       if selector.strip().endswith("=*") else

@@ -21,6 +21,7 @@ from decodescope.cli.common import emit, store_option
 from decodescope.cli.probe import parse_labels
 from decodescope.console import json_option
 from decodescope.peers import ELEMENTS, decode_from
+from decodescope.store.connect import open_store
 from decodescope.store.db import Store
 from decodescope.store.peer_import import import_files
 
@@ -64,7 +65,7 @@ def command(files: tuple[str, ...], labels: tuple[str, ...], tool_version: str |
     if benchmark == "all":
         return _import_each_benchmark(files, labels, tool_version, store_path, as_json, slo_d)
     which = _benchmark_number(benchmark)
-    with Store.open(store_path) as st:
+    with open_store(store_path) as st:
         run_id, results, imported = import_files(st, list(files), labels=parse_labels(labels),
                                                  tool_version=tool_version, benchmark=which)
         doc = _document(run_id, results, imported)
@@ -132,7 +133,7 @@ def _import_each_benchmark(files: tuple[str, ...], labels: tuple[str, ...],
         raise UsageError(f"the files hold different numbers of benchmarks ({sorted(counts)})",
                          where="--benchmark all", remedy="Import each file on its own")
     docs = []
-    with Store.open(store_path) as st:
+    with open_store(store_path) as st:
         for n in range(1, counts.pop() + 1):
             run_id, results, imported = import_files(
                 st, list(files), labels=parse_labels(labels), tool_version=tool_version,

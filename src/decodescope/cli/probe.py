@@ -29,6 +29,7 @@ from decodescope.report.text import render_run
 from decodescope.run.probe_side import read_api_key
 from decodescope.run.runner import ProbeSettings, prepare, run_probe
 from decodescope.store import runs as sr
+from decodescope.store.connect import open_store
 from decodescope.store.db import Store
 
 
@@ -173,7 +174,7 @@ def command(url: str, caliber_name: str, trials: int, labels: tuple[str, ...], m
     settings = ProbeSettings(url=url, caliber=cal, trials=trials, labels=parse_labels(labels),
                              model=model, api_key=read_api_key(api_key_env), proxy=proxy,
                              warmup=warmup, caliber_path=_caliber_file(caliber_name))
-    store = Store.open(store_path)
+    store = open_store(store_path)
     try:
         prepared = prepare(settings)
         info, served_model, prompt = prepared

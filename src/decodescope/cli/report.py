@@ -15,7 +15,7 @@ from decodescope.records.stored_run import StoredRun
 from decodescope.report import report_html, report_json, report_md
 from decodescope.report.document import Report, build_report, log_window_run
 from decodescope.store import runs as sr
-from decodescope.store.db import Store
+from decodescope.store.connect import open_store
 from decodescope.verdict.side_resolve import is_log_selector
 from decodescope.verdict.side_values import Side
 
@@ -63,7 +63,7 @@ def command(runs: tuple[str, ...], baseline: str | None, fmt: str | None, output
             log_runs[sel] = _log_run(sel, -1 - len(log_runs), sides)
     stored = [s for s in [*runs, *([baseline] if baseline else [])] if s not in log_runs]
     by_sel: dict[str, StoredRun] = dict(log_runs)
-    st = Store.open(store_path, read_only=True) if stored else None
+    st = open_store(store_path, read_only=True) if stored else None
     try:
         if st is not None:
             for sel in stored:

@@ -27,6 +27,7 @@ from decodescope.report.runs_table import TABLES, to_csv
 from decodescope.report.runs_table import rows as export_rows
 from decodescope.report.text_table import text_table
 from decodescope.store import runs as sr
+from decodescope.store.connect import open_store
 from decodescope.store.db import SCHEMA_VERSION, Store
 
 
@@ -53,7 +54,7 @@ def list_cmd(caliber: str | None, label: str | None, limit: int, store_path: str
              as_json: bool) -> None:
     """List stored runs, newest first."""
     lab = tuple(label.split("=", 1)) if label and "=" in label else None
-    with Store.open(store_path, read_only=True) as st:
+    with open_store(store_path, read_only=True) as st:
         runs = sr.list_runs(st, caliber=caliber, label=lab, limit=limit)  # type: ignore[arg-type]
         path = st.path
     rows = [_list_row(r) for r in runs]
@@ -118,7 +119,7 @@ def show_cmd(run: str, store_path: str | None, as_json: bool, slo: str | None = 
     from decodescope.report.distributions import run_distributions
     from decodescope.report.text import render_run
 
-    with Store.open(store_path, read_only=True) as st:
+    with open_store(store_path, read_only=True) as st:
         r = sr.get_run(st, sr.resolve_run_id(st, run), with_traces=False)
         shown = r
         if (not as_json and r.result is None and r.trials
@@ -159,7 +160,7 @@ def export_cmd(runs: tuple[str, ...], fmt: str, table: str, output: str | None,
 
     JSON keeps the epoch timestamps and adds an ISO-8601 `<name>_iso` sibling (UTC offset)
     to each; a single RUN is {"run": ...}, several are {"runs": [...]}."""
-    with Store.open(store_path, read_only=True) as st:
+    with open_store(store_path, read_only=True) as st:
         ids = list(dict.fromkeys(sr.resolve_run_id(st, s) for s in runs))
         loaded = [sr.get_run(st, i) for i in ids]
     if fmt == "br":
@@ -212,7 +213,7 @@ def rm_cmd(runs: tuple[str, ...], force: bool, store_path: str | None) -> None:
     from decodescope.errors import UsageError
     from decodescope.verdict.baseline import list_baselines
 
-    with Store.open(store_path) as st:
+    with open_store(store_path) as st:
         ids = list(dict.fromkeys(sr.resolve_run_id(st, s) for s in runs))
         used = {i: b.name for b in list_baselines(st) for i in b.run_ids if i in ids}
         if used and not force:

@@ -21,9 +21,10 @@ from decodescope.errors import UsageError
 from decodescope.run.probe_side import read_api_key
 from decodescope.run.runner import ProbeSettings, prepare, run_probe
 from decodescope.store import runs as sr
-from decodescope.store.db import Store
+from decodescope.store.connect import open_store
 from decodescope.verdict import run_spread as rs
 from decodescope.verdict import thresholds as th
+from decodescope.verdict.stack import stack_key
 
 
 @click.command("spread")
@@ -55,7 +56,7 @@ def command(url: str, caliber_name: str, runs: int, trials: int, wait_s: float,
     settings = ProbeSettings(url=check_url(url), caliber=cal, trials=trials,
                              labels={**parse_labels(labels), "spread": session}, model=model,
                              api_key=read_api_key(api_key_env), proxy=proxy, warmup=warmup)
-    store = Store.open(store_path)
+    store = open_store(store_path)
     try:
         ids: list[int] = []
         for r in range(runs):
@@ -63,7 +64,7 @@ def command(url: str, caliber_name: str, runs: int, trials: int, wait_s: float,
                 time.sleep(wait_s)
             prepared = prepare(settings)
             fp = collect_fp(settings, None, ())
-            if fp is None or rs.stack_key(fp) is None:
+            if fp is None or stack_key(fp) is None:
                 raise UsageError("the server's stack cannot be fingerprinted (host, engine "
                                  "version or launch command): runs of it cannot be told "
                                  "from another stack's", where=url,

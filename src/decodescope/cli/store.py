@@ -11,8 +11,9 @@ import click
 
 from decodescope.cli.common import emit, store_option
 from decodescope.console import json_option
+from decodescope.store.connect import open_store
 from decodescope.store.copy import CopyReport, copy_store, counts
-from decodescope.store.db import SCHEMA_VERSION, Store
+from decodescope.store.db import SCHEMA_VERSION
 
 
 @click.group("store")
@@ -25,7 +26,7 @@ def command() -> None:
 @json_option
 def info_cmd(store_path: str | None, as_json: bool) -> None:
     """What a store is (backend, schema, migrations) and how many rows it holds."""
-    with Store.open(store_path, read_only=True) as st:
+    with open_store(store_path, read_only=True) as st:
         doc = {"store": st.path, "backend": st.backend, "schema_version": st.schema_version,
                "known_schema_version": SCHEMA_VERSION, "migrations": st.migrations,
                "rows": counts(st)}
@@ -51,7 +52,7 @@ def copy_cmd(src: str, dst: str, append: bool, as_json: bool) -> None:
     SRC and DST are SQLite files or postgresql:// URLs, either way round. SRC is only read;
     DST is created and migrated as needed. One transaction: all or nothing.
     """
-    with Store.open(src, read_only=True) as s, Store.open(dst) as d:
+    with open_store(src, read_only=True) as s, open_store(dst) as d:
         report = copy_store(s, d, append=append)
 
     def text(r: CopyReport) -> str:

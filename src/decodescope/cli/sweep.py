@@ -20,6 +20,7 @@ from decodescope.errors import UsageError
 from decodescope.records.stored_run import StoredRun
 from decodescope.run.probe_side import ProbeOptions
 from decodescope.store import runs as sr
+from decodescope.store.connect import open_store
 from decodescope.store.db import Store
 from decodescope.verdict.bands import DEFAULT_BANDS, load_bands
 from decodescope.verdict.matrix import caliber_matrix, render_matrix
@@ -115,7 +116,7 @@ def command(url: str, caliber_list: str, concurrency_list: str | None, rate_list
     bands = load_bands(bands_path) if bands_path else DEFAULT_BANDS
     opts.labels.setdefault("sweep", ",".join(c.ref for c in cals))
     sides = []
-    with Store.open(store_path) as store:
+    with open_store(store_path) as store:
         for cal in cals:
             side, _missed = announced_probe_side(store, url, cal, opts, quiet=as_json)
             sides.append(side)
@@ -198,7 +199,7 @@ def _load_sweep(url: str, names: list[str], concs: list[float], rates: list[floa
     opts.labels.setdefault("load_axis", axis)
     runs: list[StoredRun] = []
     created: list[int] = []
-    with Store.open(store_path) as store:
+    with open_store(store_path) as store:
         try:
             for v, cal in zip(values, cals, strict=True):
                 opts.labels["load"] = f"{v:g}"

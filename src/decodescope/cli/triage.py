@@ -10,6 +10,7 @@ import click
 from decodescope.cli.common import emit, store_option
 from decodescope.console import json_option
 from decodescope.errors import UsageError
+from decodescope.store.connect import open_store
 from decodescope.store.db import Store
 from decodescope.verdict import thresholds as th
 from decodescope.verdict.bands import DEFAULT_BANDS, load_bands
@@ -67,7 +68,7 @@ def command(current: str, baseline_sel: str, fmt: str, min_effect: float,
                          remedy="Pick one output format")
     bands = load_bands(bands_path) if bands_path else DEFAULT_BANDS
     need_store = not (is_log_selector(current) and is_log_selector(baseline_sel))
-    store = Store.open(store_path, read_only=True) if need_store else None
+    store = open_store(store_path, read_only=True) if need_store else None
     try:
         base = resolve_side(baseline_sel, store=store, engine=engine, year=year,
                             prometheus=prometheus)

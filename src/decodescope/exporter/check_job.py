@@ -32,7 +32,7 @@ def _run(spec: CheckSpec, store_path: str | None, clock: Callable[[], float],
          t0: float) -> Outcome:
     from decodescope.errors import UsageError
     from decodescope.run.probe_side import ProbeOptions, probe_side, read_api_key
-    from decodescope.store.db import Store
+    from decodescope.store.connect import open_store
     from decodescope.verdict.anchor import check_against, judge_anchor
     from decodescope.verdict.baseline import anchor_caliber, get_baseline
 
@@ -40,7 +40,7 @@ def _run(spec: CheckSpec, store_path: str | None, clock: Callable[[], float],
                         model=spec.model, api_key=read_api_key(spec.api_key_env),
                         proxy=spec.proxy, log_path=spec.log, scrape=spec.scrape,
                         scrape_interval_s=spec.scrape_interval_s, fingerprint=spec.fingerprint)
-    with Store.open(store_path) as store:
+    with open_store(store_path) as store:
         base = get_baseline(store, spec.baseline, missing_ok=True)
         if base is None:
             raise UsageError(f"no baseline named {spec.baseline!r}", where=f"check {spec.name}",

@@ -1,7 +1,7 @@
 """The run store: SQLite with a schema version, named migrations, WAL; or PostgreSQL.
 
-Write commands open it with `Store.open(path)` (created and migrated as needed); read commands
-with `Store.open(path, read_only=True)` (never created, migrated or written). A foreign SQLite
+Write commands open it with `open_store(path)` (created and migrated as needed); read commands
+with `open_store(path, read_only=True)` (never created, migrated or written). A foreign SQLite
 database, a newer schema or a damaged file is a StoreError (exit 2) with the cause, and the file
 is left as it was. Every JSON column passes through one redaction pass (`dumps`).
 
@@ -10,7 +10,7 @@ Each trial is committed as soon as it completes. Two processes writing at once b
 recomputable from them.
 
 A `postgresql://` (or `postgres://`) location opens the same schema, under the same named
-migrations, in a PostgreSQL database instead (store/pg.py, psycopg 3): `Store.open` returns a
+migrations, in a PostgreSQL database instead (store/pg.py, psycopg 3): `store.connect.open_store` returns a
 `PgStore`, whose `conn` takes the same SQL (`?` parameters) as the SQLite connection, so
 store/runs.py and verdict/baseline.py run unchanged on either backend.
 """
@@ -137,17 +137,12 @@ class Store:
         self.read_only = read_only
 
     @classmethod
-    def open(cls, path: str | Path | None = None, *, read_only: bool = False) -> Store:
+    def open_sqlite(cls, path: str | Path | None = None, *, read_only: bool = False) -> Store:
         """Open the store. Write commands create and migrate it; read commands
         (`read_only=True`) never create, migrate or write it, so a read-only file can be
         listed. Either way a foreign SQLite database or a newer schema is refused untouched.
-        A `postgresql://` URL (argument or DECODESCOPE_STORE) opens a PgStore."""
-        if path is None and is_postgres_url(os.environ.get(ENV_STORE)):
-            path = os.environ[ENV_STORE]
-        if is_postgres_url(path):
-            from decodescope.store.pg import PgStore
-
-            return PgStore.open_url(str(path), read_only=read_only)
+        SQLite only: `store.connect.open_store` is the one way in (it opens a PgStore for a
+        `postgresql://` URL, as argument or DECODESCOPE_STORE)."""
         p = Path(path) if path is not None else default_store_path()
         where = str(p)
         if p.exists() and p.is_dir():

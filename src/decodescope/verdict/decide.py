@@ -173,7 +173,7 @@ def warmup_explains(b: Side, c: Side, d: Change,
     """Why a decided decode change `d` is the server's warm-up, not the stack's (None when it
     is not): both sides on one stack, the slower side's server warming up after its start,
     the faster side's warm (or the same server later)."""
-    from decodescope.verdict.run_spread import stack_key
+    from decodescope.verdict.stack import stack_key
 
     kb, kc = stack_key(b.fingerprint), stack_key(c.fingerprint)
     if kb is None or kb != kc or d.rel is None:

@@ -44,6 +44,7 @@ from decodescope.records.stored_run import StoredRun
 from decodescope.verdict import run_spread as rs
 from decodescope.verdict import thresholds as th
 from decodescope.verdict.rate_change import carrier
+from decodescope.verdict.stack import stack_key, usable
 from decodescope.verdict.stats import Change, t_cdf, t_quantile
 
 # -- rules (docs/methodology.md §9) ------------------------------------------------------------
@@ -445,7 +446,7 @@ def with_fingerprints(h: History, runs: Sequence[StoredRun]) -> History:
             out.append(c)
             continue
         a, b = before[-1], after[0]
-        ka, kb = rs.stack_key(a.fingerprint), rs.stack_key(b.fingerprint)
+        ka, kb = stack_key(a.fingerprint), stack_key(b.fingerprint)
         rows = fingerprint_changes(a.fingerprint, b.fingerprint) or []
         changed = (ka != kb) if (ka is not None and kb is not None) else (True if rows else None)
         word = _word(c.control, changed, c.origin == "restart", c.carried_by, c.decode.rel)
@@ -595,7 +596,7 @@ def _logs(run: StoredRun, key: str) -> list[float]:
 
 def point_from_run(run: StoredRun, engine: bool) -> Point | None:
     """A run as a history point (None when it has no usable decode rate)."""
-    if not rs.usable(run):
+    if not usable(run):
         return None
     d = _logs(run, "engine_decode_rate" if engine else "decode_rate")
     if not d:
@@ -608,21 +609,21 @@ def point_from_run(run: StoredRun, engine: bool) -> Point | None:
     return Point(key=f"run {run.id}", t=run.created_at, decode=math.exp(statistics.fmean(d)),
                  step_rate=math.exp(statistics.fmean(s)) if s else None,
                  tokens_per_step=math.exp(statistics.fmean(tps)) if tps else None,
-                 acceptance_metric=metric, within_var=wv, stack=rs.stack_key(run.fingerprint),
+                 acceptance_metric=metric, within_var=wv, stack=stack_key(run.fingerprint),
                  fingerprint=run.fingerprint)
 
 
 def points_from_runs(runs: Sequence[StoredRun]) -> list[Point]:
     """Stored runs (any order) as points in time order: the engine's decode rate when every
     usable run has it, else the client's (one basis for the whole history)."""
-    rs_ = sorted((r for r in runs if rs.usable(r)), key=lambda r: (r.created_at, r.id))
+    rs_ = sorted((r for r in runs if usable(r)), key=lambda r: (r.created_at, r.id))
     engine = engine_basis(rs_)
     return [p for p in (point_from_run(r, engine) for r in rs_) if p is not None]
 
 
 def engine_basis(runs: Sequence[StoredRun]) -> bool:
     """Whether every usable run has the engine's decode rate (else the client's is used)."""
-    us = [r for r in runs if rs.usable(r)]
+    us = [r for r in runs if usable(r)]
     return bool(us) and all(_logs(r, "engine_decode_rate") for r in us)
 
 

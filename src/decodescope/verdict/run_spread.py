@@ -39,12 +39,14 @@ from typing import Any, Literal
 
 from decodescope.records.stored_run import StoredRun
 from decodescope.verdict import thresholds as th
+from decodescope.verdict.stack import (
+    describe_stack,
+    stack_key,
+    usable,
+)
 
 SpreadSource = Literal["learned", "prior", "override", "log"]
 
-# Options whose value is an address, not a property of the stack: two launches that differ only
-# there are one stack (a restart on a free port, two identical servers side by side).
-_ADDRESS_OPTIONS = ("--port", "--host")
 
 
 @dataclass(frozen=True)
@@ -95,73 +97,6 @@ class RunSpread:
                 "left_out": self.left_out, "trends": list(self.trends), "text": self.text()}
 
 
-# -- stacks ------------------------------------------------------------------------------------
-def _item(fp: dict[str, Any], section: str, name: str) -> Any:
-    it = ((fp.get("sections") or {}).get(section) or {}).get(name)
-    if isinstance(it, dict) and it.get("status") == "collected":
-        return it.get("value")
-    return None
-
-
-def strip_address(argv: Sequence[str]) -> list[str]:
-    """A launch command without its listen address (`--port 8081`, `--port=8081`, `--host`)."""
-    out: list[str] = []
-    skip = False
-    for a in argv:
-        if skip:
-            skip = False
-            continue
-        if a in _ADDRESS_OPTIONS:
-            skip = True
-            continue
-        if any(a.startswith(o + "=") for o in _ADDRESS_OPTIONS):
-            continue
-        out.append(a)
-    return out
-
-
-def stack_key(fp: dict[str, Any] | None) -> tuple[str, ...] | None:
-    """What makes two runs "the same stack": host, engine, engine version, served models and
-    launch command (its address left out); for a server on another machine, whose process
-    cannot be inspected, its URL stands in for the launch command. None when the fingerprint
-    is missing or names neither a launch command nor an engine version."""
-    if not isinstance(fp, dict):
-        return None
-    host = _item(fp, "host", "hostname")
-    engine = _item(fp, "endpoint", "engine")
-    version = _item(fp, "endpoint", "engine_version")
-    models = _item(fp, "endpoint", "models")
-    cmd = _item(fp, "process", "cmdline")
-    if host is None or (cmd is None and version is None):
-        return None
-    launch = (" ".join(strip_address([str(a) for a in cmd])) if isinstance(cmd, list)
-              else f"url {fp.get('url')}")
-    model = ",".join(sorted(map(str, models))) if isinstance(models, list) else str(models)
-    env = engine_env(fp)
-    return (str(host), str(engine), str(version), model, launch + (f" [env {env}]" if env
-                                                                  else ""))
-
-
-def engine_env(fp: dict[str, Any]) -> str:
-    """The server process's engine-relevant environment (GGML_*, CUDA_*, VLLM_*, …: the
-    fingerprint's `process.env`, already redacted: a secret reads "<redacted>" on both sides)
-    as sorted `NAME=value` words; "" when none was collected. Two launches that differ there
-    are two stacks (GGML_CUDA_DISABLE_GRAPHS=1 is not the same server)."""
-    from decodescope.fingerprint.process import ENGINE_ENV_PREFIXES
-
-    env = _item(fp, "process", "env")
-    if not isinstance(env, dict):
-        return ""
-    return " ".join(f"{k}={v}" for k, v in sorted(env.items())
-                    if str(k).startswith(ENGINE_ENV_PREFIXES))
-
-
-def describe_stack(key: tuple[str, ...]) -> str:
-    host, engine, version, model, launch = key
-    short = launch if len(launch) <= 60 else launch[:57] + "..."
-    return f"{engine} {version} on {host}, model {model}, `{short}`"
-
-
 # -- estimate ----------------------------------------------------------------------------------
 def _per_run_logs(run: StoredRun, key: str) -> list[float]:
     out = []
@@ -172,22 +107,6 @@ def _per_run_logs(run: StoredRun, key: str) -> list[float]:
         if isinstance(v, (int, float)) and math.isfinite(v) and v > 0:
             out.append(math.log(v))
     return out
-
-
-def ab_arm(run: StoredRun) -> bool:
-    """A run that is one arm of an interleaved A/B (run/ab.py: label `ab=<session>`, meta
-    "ab"): single trials taken alternately with another server, not an ordinary run."""
-    return "ab" in (run.labels or {}) or "ab" in (run.meta or {})
-
-
-def usable(run: StoredRun) -> bool:
-    """A run that can join a spread estimate: an ordinary run (not an A/B arm), complete, its
-    caliber met, no foreign load."""
-    res = run.result or {}
-    if ab_arm(run) or run.status != "complete" or res.get("caliber_status") == "missed":
-        return False
-    c = res.get("contamination")
-    return not (isinstance(c, dict) and c.get("flagged"))
 
 
 def without_trends(runs: Sequence[StoredRun]) -> tuple[list[StoredRun], int, tuple[str, ...]]:

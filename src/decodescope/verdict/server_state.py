@@ -51,7 +51,7 @@ def process_start(fp: dict[str, Any] | None) -> float | None:
 def instance_key(run: StoredRun) -> tuple[Any, ...] | None:
     """(stack, process start rounded to the second) — one server process of one stack; None
     when either is unknown."""
-    from decodescope.verdict.run_spread import stack_key
+    from decodescope.verdict.stack import stack_key
 
     key, start = stack_key(run.fingerprint), process_start(run.fingerprint)
     if key is None or start is None:
@@ -215,7 +215,7 @@ def server_state(run: StoredRun, candidates: Sequence[StoredRun]) -> ServerState
     key = instance_key(run)
     if key is None:
         return ServerState(run.id, since, None, 0, None, False)
-    from decodescope.verdict.run_spread import usable
+    from decodescope.verdict.stack import usable
 
     same = [r for r in candidates if r.caliber_identity == run.caliber_identity
             and instance_key(r) == key and (usable(r) or r.id == run.id)]
