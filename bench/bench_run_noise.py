@@ -27,8 +27,8 @@ from pathlib import Path
 from decodescope.cli.main import main
 from decodescope.store.connect import open_store
 from decodescope.verdict import thresholds as th
+from decodescope.verdict.side import Side
 from decodescope.verdict.side_resolve import resolve_side
-from decodescope.verdict.side_values import Side
 from decodescope.verdict.triage import triage
 
 CAL = "demo-code-rewrite"

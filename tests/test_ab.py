@@ -16,7 +16,7 @@ import pytest
 from decodescope.cli.main import main
 from decodescope.sim import SimConfig, SimServer
 from decodescope.verdict import thresholds as th
-from decodescope.verdict.ab import (
+from decodescope.verdict.paired_test import (
     Arm,
     Design,
     Retake,
@@ -416,7 +416,7 @@ def test_a_stall_is_measured_as_a_share_of_the_trials_steady_state():
 
 
 def test_pairs_far_from_the_rest_are_named_not_averaged_away():
-    from decodescope.verdict.ab import far_pairs
+    from decodescope.verdict.paired_test import far_pairs
 
     rng = random.Random(8)
     ratios = [rng.gauss(0.0, 0.01) for _ in range(27)]

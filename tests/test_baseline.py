@@ -21,8 +21,8 @@ from decodescope.verdict.baseline import (
     parse_band,
     save_baseline,
 )
+from decodescope.verdict.side_from_runs import side_from_runs
 from decodescope.verdict.side_resolve import load_run
-from decodescope.verdict.side_values import side_from_runs
 
 ANCHOR = "anchor-c1-out1280"
 

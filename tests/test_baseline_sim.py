@@ -11,7 +11,7 @@ import pytest
 from decodescope.cli.main import main
 from decodescope.sim import SimConfig, SimServer
 from decodescope.verdict.matrix import caliber_matrix
-from decodescope.verdict.side_values import Side, Unit
+from decodescope.verdict.side import Side, Unit
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -17,8 +17,8 @@ from decodescope.verdict import run_spread as rs
 from decodescope.verdict import thresholds as th
 from decodescope.verdict.anchor import check_against, judge_anchor
 from decodescope.verdict.baseline import derive_band, get_baseline, make_baseline, save_baseline
+from decodescope.verdict.side_from_runs import side_from_runs
 from decodescope.verdict.side_resolve import load_run
-from decodescope.verdict.side_values import side_from_runs
 
 ANCHOR = "anchor-c1-out1280"
 # five anchor runs of three trials, run means within ±1 %: a learned spread of about 1 %

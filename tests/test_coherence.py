@@ -26,7 +26,7 @@ from decodescope.report.text import render_run
 from decodescope.sim import ACCEPTANCE_PROFILES, FaultSpec
 from decodescope.verdict.bands import DEFAULT_BANDS, Band
 from decodescope.verdict.render import render_text
-from decodescope.verdict.side_values import Side, Unit
+from decodescope.verdict.side import Side, Unit
 from decodescope.verdict.triage import triage
 
 pytestmark = pytest.mark.timeout(600)
@@ -131,7 +131,7 @@ def test_suspended_engine_rates_leave_the_client_deciding_everywhere() -> None:
 def test_withheld_engine_rates_never_decide() -> None:
     """Every trial's engine rate withheld (stalls inside whole-request timings): the engine
     cannot decide, and the reason says so."""
-    from decodescope.analysis.reported import who_decides
+    from decodescope.analysis.run_quantities import who_decides
 
     trials = [{"status": "ok", "decode_rate": 100.0, "engine_decode_rate": None,
                "engine_withheld": "stalls took 5% of this trial"} for _ in range(3)]
@@ -224,7 +224,7 @@ def test_withheld_engine_rates_leave_one_statistic_in_the_engine_column() -> Non
     still known per trial: the engine column is the pooled counts throughout, so its decode
     rate = step rate × tokens per step, and the n-gram note quotes no second MAL (the real
     llama.cpp prose probe showed MAL 4.91 median beside 'MAL 5.35 counts drafted steps')."""
-    from decodescope.analysis.reported import run_quantities
+    from decodescope.analysis.run_quantities import run_quantities
 
     trials = [{"status": "ok", "decode_rate": r, "engine_decode_rate": None,
                "engine_withheld": "stalls took 24% of this trial", "engine_mal": m,

@@ -9,7 +9,7 @@ import pytest
 
 from decodescope.analysis.span import MAX_SPAN_ERROR, trial_span
 from decodescope.telemetry.prometheus import Scrape
-from decodescope.verdict.side_values import Side, Unit
+from decodescope.verdict.side import Side, Unit
 from decodescope.verdict.stats import holm
 from decodescope.verdict.triage import triage
 

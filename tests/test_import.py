@@ -16,7 +16,7 @@ from decodescope.cli.main import main
 from decodescope.peers import ELEMENTS
 from decodescope.store.peer_import import read_peer_file
 from decodescope.verdict.imported import compare_imported
-from decodescope.verdict.side_values import Side
+from decodescope.verdict.side import Side
 
 PEERS = Path(__file__).parent / "data" / "peers"
 VLLM_FILES = sorted(PEERS.glob("vllm-bench-serve-*.json"))

@@ -172,7 +172,7 @@ def test_import_slo_goodput_from_the_files_requests(tmp_path, capsys):
 
 def test_two_tools_name_their_decode_basis_and_each_differing_elements_direction():
     from decodescope.verdict.imported import compare_imported, direction
-    from decodescope.verdict.side_values import Side
+    from decodescope.verdict.side import Side
 
     def side(name, elements, imported):
         return Side(name=name, kind="run", unit_name="trial", units=(), source=name,

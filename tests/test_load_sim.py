@@ -131,7 +131,7 @@ def test_each_load_option_changes_the_identity_and_the_diff_names_it():
 
 
 def test_caliber_diff_in_triage_names_the_load(tmp_path, capsys):
-    from decodescope.verdict.side_values import Side
+    from decodescope.verdict.side import Side
     from decodescope.verdict.triage import compare_calibers
 
     base = resolve(CAL)

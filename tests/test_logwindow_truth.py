@@ -18,8 +18,9 @@ from decodescope.telemetry.logs import analyze_log
 from decodescope.telemetry.logs.steps import step_info
 from decodescope.verdict.bands import DEFAULT_BANDS, Band, bands_fit, load_bands
 from decodescope.verdict.render import render_text
+from decodescope.verdict.side import Side
+from decodescope.verdict.side_from_windows import side_from_windows
 from decodescope.verdict.side_resolve import read_log, resolve_side
-from decodescope.verdict.side_values import Side, side_from_windows
 from decodescope.verdict.triage import triage
 from decodescope.verdict.types import fmt_num
 
@@ -275,7 +276,7 @@ def test_log_step_rate_regression_does_not_advise_an_unused_flag(step_drop):
 
 
 def test_lag_one_math():
-    from decodescope.verdict.side_values import _lag1
+    from decodescope.verdict.side_from_windows import _lag1
 
     xs = [math.exp(math.sin(i / 5)) for i in range(60)]  # smooth: strongly autocorrelated
     rho = _lag1(xs, [True] * 60)

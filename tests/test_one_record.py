@@ -1,5 +1,5 @@
 """One record per number (issue 32, item 4): every output of a stored run renders the run's
-Quantity records (analysis.reported.quantities_of) — `runs list`, `runs show`, the Markdown and
+Quantity records (analysis.run_quantities.quantities_of) — `runs list`, `runs show`, the Markdown and
 JSON reports, the CSV export and the demos' side by side show one MAL and one decode rate under
 one statistic; a decode-rate split always closes; a stored run is never called windows."""
 
@@ -21,7 +21,9 @@ from decodescope.store import runs as sr
 from decodescope.store.connect import open_store
 from decodescope.store.db import Store
 from decodescope.verdict.rate_change import Decomposition, carrier_why
-from decodescope.verdict.side_values import Side, Unit, side_from_runs, side_from_windows
+from decodescope.verdict.side import Side, Unit
+from decodescope.verdict.side_from_runs import side_from_runs
+from decodescope.verdict.side_from_windows import side_from_windows
 from decodescope.verdict.stats import relative_change
 from decodescope.verdict.triage import triage
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from decodescope.analysis.reported import MIN_ENGINE_TRIALS
+from decodescope.analysis.run_quantities import MIN_ENGINE_TRIALS
 from decodescope.cli.main import main
 from decodescope.sim.config import SimConfig, expected_mal
 from decodescope.sim.handle import SimHandle

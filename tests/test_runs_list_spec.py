@@ -3,11 +3,11 @@ beside a report that says "1 by definition"."""
 
 from __future__ import annotations
 
-from decodescope.analysis.reported import quantities_of, speculative_of
+from decodescope.analysis.run_quantities import quantities_of, speculative_of
 
 
 def run_speculative(result: dict | None) -> bool | None:
-    """The rule moved out of cli/runs.py: the run's MAL record says it (analysis.reported)."""
+    """The rule moved out of cli/runs.py: the run's MAL record says it (analysis.run_quantities)."""
     return speculative_of(quantities_of(result))
 
 

@@ -17,7 +17,7 @@ from decodescope.store.connect import open_store
 from decodescope.verdict import run_spread as rs
 from decodescope.verdict import server_state as ss
 from decodescope.verdict import thresholds as th
-from decodescope.verdict.ab import Design, run_sequential
+from decodescope.verdict.paired_test import Design, run_sequential
 
 CAL = "demo-code-rewrite"
 T0 = 1_790_000_000.0  # the server's process start (epoch)

@@ -17,7 +17,7 @@ from decodescope.cli.main import main
 from decodescope.report.verdict_md import numbers_side_by_side, render_verdict_md
 from decodescope.verdict import for_verdict
 from decodescope.verdict.render import render_text
-from decodescope.verdict.side_values import side_from_windows
+from decodescope.verdict.side_from_windows import side_from_windows
 from decodescope.verdict.triage import triage
 
 BASE_T0 = datetime(2026, 9, 14, 23, 0).timestamp()

@@ -8,7 +8,8 @@ from test_triage_support import seed_windows
 
 from decodescope.records.window import EngineWindow
 from decodescope.verdict.bands import Band
-from decodescope.verdict.side_values import Unit, side_from_windows
+from decodescope.verdict.side import Unit
+from decodescope.verdict.side_from_windows import side_from_windows
 from decodescope.verdict.triage import triage
 
 T0 = 1_789_000_000.0

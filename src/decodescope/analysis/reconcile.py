@@ -26,7 +26,7 @@ def reconcile(client: dict[str, Any], engine: dict[str, Any] | None, trials: lis
     """`deciding`: the run's one decision (`reported.who_decides`); None: made here from the
     trials, the same way."""
     if deciding is None:
-        from decodescope.analysis.reported import who_decides
+        from decodescope.analysis.run_quantities import who_decides
 
         deciding = who_decides(trials, source)
     c = _med(client.get("decode_rate"))

@@ -25,7 +25,7 @@ from decodescope.analysis.decompose import (
 from decodescope.analysis.first_trial import first_trial_shift
 from decodescope.analysis.queueing import queueing, server_capacity
 from decodescope.analysis.reconcile import reconcile
-from decodescope.analysis.reported import run_quantities, who_decides
+from decodescope.analysis.run_quantities import run_quantities, who_decides
 from decodescope.analysis.span import SpanNumbers, own_request_seconds, trial_span
 from decodescope.records.findings import Finding
 from decodescope.records.request_metrics import compute

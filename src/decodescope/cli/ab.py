@@ -1,5 +1,5 @@
 """`decodescope ab URL_A URL_B --caliber C`: interleaved A/B of two live endpoints with a
-sequential stop (run/ab.py, verdict/ab.py)."""
+sequential stop (run/ab.py, verdict/paired_test.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from decodescope.run.probe_side import read_api_key
 from decodescope.run.runner import ProbeSettings
 from decodescope.store.connect import open_store
 from decodescope.verdict import thresholds as th
-from decodescope.verdict.ab import Design, Look, ab_verdict, render_ab
+from decodescope.verdict.paired_test import Design, Look, ab_verdict, render_ab
 
 
 @click.command("ab")

@@ -23,7 +23,7 @@ from decodescope.store.connect import open_store
 from decodescope.store.db import Store
 from decodescope.verdict.anchor import CheckResult, check_against, judge_anchor
 from decodescope.verdict.baseline import anchor_caliber, get_baseline
-from decodescope.verdict.side_values import Side
+from decodescope.verdict.side import Side
 
 
 def announced_probe_side(store: Store, url: str, cal: Caliber, opts: ProbeOptions, *,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from decodescope.analysis.reported import quantities_of, speculative_of
+from decodescope.analysis.run_quantities import quantities_of, speculative_of
 from decodescope.records.quantity import POOLED
 from decodescope.records.stored_run import StoredRun
 
@@ -15,7 +15,7 @@ class FallBack(Exception):
 
 
 def numbers(run: StoredRun) -> dict[str, Any]:
-    """The run's reported numbers (analysis.reported.quantities_of: the records `runs list`,
+    """The run's reported numbers (analysis.run_quantities.quantities_of: the records `runs list`,
     `runs show` and the reports render), with each one's statistic."""
     qs = quantities_of(run.result)
     return {"run": run.id, "caliber": run.caliber_ref, "step": run.labels.get("step"),

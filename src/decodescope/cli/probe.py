@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from decodescope.analysis.reported import deciding_of, quantities_of
+from decodescope.analysis.run_quantities import deciding_of, quantities_of
 from decodescope.caliber.resolve import check_values, resolve
 from decodescope.caliber.spec import (
     DEFAULT_RATE_REQUESTS,

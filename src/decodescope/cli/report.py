@@ -16,8 +16,8 @@ from decodescope.report import report_html, report_json, report_md
 from decodescope.report.document import Report, build_report, log_window_run
 from decodescope.store import runs as sr
 from decodescope.store.connect import open_store
+from decodescope.verdict.side import Side
 from decodescope.verdict.side_resolve import is_log_selector
-from decodescope.verdict.side_values import Side
 
 RENDERERS = {"html": report_html.render, "md": report_md.render, "json": report_json.render}
 SUFFIXES = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md", ".json": "json"}

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from decodescope.analysis.reported import quantities_of, speculative_of
+from decodescope.analysis.run_quantities import quantities_of, speculative_of
 from decodescope.cli.common import emit, store_option, to_jsonable
 from decodescope.console import json_option
 from decodescope.errors import StoreError

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from decodescope.analysis.reported import NO_DRAFTS
+from decodescope.analysis.run_quantities import NO_DRAFTS
 from decodescope.records.quantity import Quantity
 from decodescope.report.document import RunSection
 
@@ -25,7 +25,7 @@ def med(summary: dict[str, Any] | None, key: str = "median") -> float | None:
 
 
 def quantity(r: RunSection, key: str) -> Quantity | None:
-    """The run's reported quantity (analysis.reported), as the terminal shows it."""
+    """The run's reported quantity (analysis.run_quantities), as the terminal shows it."""
     d = r.quantities.get(key)
     return Quantity.from_dict(d) if d else None
 

@@ -15,7 +15,7 @@ from decodescope.analysis.run_result import analyze_run
 from decodescope.records.stored_run import StoredRun
 from decodescope.verdict.decide import spec_state
 from decodescope.verdict.render import side_rows
-from decodescope.verdict.side_values import side_from_runs
+from decodescope.verdict.side_from_runs import side_from_runs
 from decodescope.verdict.triage import Verdict, triage
 
 Judge = Callable[[StoredRun, StoredRun], Verdict]

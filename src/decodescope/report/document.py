@@ -13,13 +13,14 @@ from typing import Any
 
 from decodescope import __version__
 from decodescope.analysis.decay import decay_pct, withheld_reason
-from decodescope.analysis.reported import deciding_of, quantities_of, speculative_of
+from decodescope.analysis.run_quantities import deciding_of, quantities_of, speculative_of
 from decodescope.records.stored_run import StoredRun
 from decodescope.report import curves, verdict_md
 from decodescope.report.comparison import Comparison, Judge, compare, with_result
 from decodescope.report.distributions import run_distributions
 from decodescope.report.plotdata import Plot, all_plots
-from decodescope.verdict.side_values import Side, side_from_runs
+from decodescope.verdict.side import Side
+from decodescope.verdict.side_from_runs import side_from_runs
 
 REPORT_SCHEMA_VERSION = 1  # bump with a note in docs/reports.md when a field changes meaning
 REPORT_KIND = "decodescope.report"
@@ -54,7 +55,7 @@ class RunSection:
     # report.distributions.run_distributions: per-request latency percentiles and per-trial
     # throughput (per request / all requests); None when the traces were not read
     distributions: dict[str, Any] | None = None
-    # analysis.reported: who decides the decode rate (decided once) and the run's reported
+    # analysis.run_quantities: who decides the decode rate (decided once) and the run's reported
     # quantities (records.quantity.Quantity dicts): the report renders these, never recomputes
     deciding: dict[str, Any] = field(default_factory=dict)
     quantities: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -142,7 +143,7 @@ def log_window_run(side: Side, windows: Sequence[Any], selector: str, run_id: in
 
 def side_by_side_row(run: StoredRun, side: Side | None = None) -> dict[str, str]:
     """One row of the seed's "Numbers side by side" table. A stored run's decode rate and MAL
-    are its reported quantities (analysis.reported.quantities_of: the records its section,
+    are its reported quantities (analysis.run_quantities.quantities_of: the records its section,
     `runs list`, `runs show` and the CSV export show, statistic named), so one document never
     shows a run's MAL under two statistics; an engine-log window's are its verdict side's
     (report.verdict_md, as `decodescope triage` words them)."""

@@ -3,7 +3,7 @@
 The verdict (verdict/triage.py) compares per-trial decode rates: the engine's
 (`trials[i].engine_decode_rate`) when it has them for at least MIN_UNITS trials, else the
 client's (`trials[i].decode_rate`). Who decides is decided once, in the analysis
-(`analysis.reported.who_decides`, stored as the result's `deciding`); the number shown for a
+(`analysis.run_quantities.who_decides`, stored as the result's `deciding`); the number shown for a
 run is that source's median over trials — the result's `quantities["decode_rate"]` record —
 and every table (`runs list`, `probe`, `runs show`, `sweep`) shows this one record.
 """
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from statistics import median
 from typing import Any
 
-from decodescope.analysis.reported import deciding_of, quantities_of
+from decodescope.analysis.run_quantities import deciding_of, quantities_of
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from decodescope.analysis.reported import quantities_of
+from decodescope.analysis.run_quantities import quantities_of
 from decodescope.records.quantity import Quantity
 from decodescope.records.request_metrics import compute
 from decodescope.records.stored_run import StoredRun

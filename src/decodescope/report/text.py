@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from decodescope.analysis.decay import decay_pct, withheld_reason
-from decodescope.analysis.reported import deciding_of, engine_source_of, quantities_of
+from decodescope.analysis.run_quantities import deciding_of, engine_source_of, quantities_of
 from decodescope.records.quantity import Quantity
 from decodescope.records.stored_run import StoredRun
 from decodescope.report.distributions import latency_rows

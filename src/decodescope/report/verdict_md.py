@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from decodescope import markup
 from decodescope.caliber.spec import Caliber
 from decodescope.verdict.bands import DEFAULT_BANDS, Band, content_band
-from decodescope.verdict.reported import side_quantities
-from decodescope.verdict.side_values import Side
+from decodescope.verdict.comparison_quantities import side_quantities
+from decodescope.verdict.side import Side
 from decodescope.verdict.triage import Verdict
 
 
@@ -71,7 +71,7 @@ def decode_cell(side: Side) -> str:
 
 
 def mal_cell(side: Side) -> str:
-    """The side's MAL record as the verdict compares it (verdict.reported.side_quantities:
+    """The side's MAL record as the verdict compares it (verdict.comparison_quantities.side_quantities:
     the geometric mean of the units, named, with their range; else the pooled counts)."""
     if side.speculative is False:  # a log side without drafts prints MAL 1: no content signal
         return "1 by definition (no drafts)"

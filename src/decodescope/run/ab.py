@@ -1,5 +1,5 @@
 """Interleaved A/B: probe two live endpoints alternately under one caliber, one trial at a time
-(A B, B A, A B, …), and stop as soon as the sequential paired test decides (verdict/ab.py).
+(A B, B A, A B, …), and stop as soon as the sequential paired test decides (verdict/paired_test.py).
 
 Each side is one stored run (label `ab=<session>`, `side=A|B`) whose trials are added as
 they complete, so `decodescope triage` and `report` read them like any probe; Ctrl-C keeps
@@ -44,7 +44,7 @@ from decodescope.store import runs as store_runs
 from decodescope.store.db import Store
 from decodescope.telemetry.detect import EngineInfo
 from decodescope.verdict import thresholds as th
-from decodescope.verdict.ab import Arm, Design, Look, Retake, step
+from decodescope.verdict.paired_test import Arm, Design, Look, Retake, step
 
 SIDES = ("A", "B")
 

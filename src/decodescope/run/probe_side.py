@@ -18,8 +18,9 @@ from decodescope.redact import register_secret
 from decodescope.run.runner import ProbeSettings, prepare, run_probe
 from decodescope.run.setup import build_observers, collect_fp
 from decodescope.store.db import Store
+from decodescope.verdict.side import Side
+from decodescope.verdict.side_from_runs import side_from_runs
 from decodescope.verdict.side_resolve import load_run
-from decodescope.verdict.side_values import Side, side_from_runs
 
 
 def read_api_key(var: str | None) -> str | None:

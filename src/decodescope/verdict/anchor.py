@@ -34,7 +34,7 @@ from decodescope.verdict import thresholds as th
 from decodescope.verdict.bands import DEFAULT_BANDS, Band, content_band, describe
 from decodescope.verdict.baseline import Baseline
 from decodescope.verdict.run_spread import RunSpread
-from decodescope.verdict.side_values import Side
+from decodescope.verdict.side import Side
 from decodescope.verdict.stats import Change
 from decodescope.verdict.triage import Verdict
 
@@ -125,8 +125,8 @@ def judge_anchor(store: Any, baseline: Baseline, side: Side) -> tuple[Verdict, R
     if not baseline.run_ids:
         return None
     from decodescope.verdict.judge import judge
+    from decodescope.verdict.side_from_runs import side_from_runs
     from decodescope.verdict.side_resolve import load_run
-    from decodescope.verdict.side_values import side_from_runs
 
     runs = [load_run(store, i) for i in baseline.run_ids]
     base_side = side_from_runs(runs, name=f"baseline {baseline.name}")

@@ -25,7 +25,7 @@ from decodescope.records.stored_run import StoredRun
 from decodescope.store.db import Store
 from decodescope.verdict import thresholds as th
 from decodescope.verdict.run_spread import RunSpread, prior
-from decodescope.verdict.side_values import side_from_runs
+from decodescope.verdict.side_from_runs import side_from_runs
 
 # spec_json layout; v1: band, floor, runs, source, values, length decay; v2: + caliber (content),
 # and (optional, read with defaults) spread and floor_given

@@ -43,7 +43,7 @@ from typing import Protocol
 from decodescope.verdict import thresholds as th
 from decodescope.verdict.rate_change import carrier
 from decodescope.verdict.server_state import ServerState, sides_explained
-from decodescope.verdict.side_values import Side, spec_state, windows_words
+from decodescope.verdict.side import Side, spec_state, windows_words
 from decodescope.verdict.stats import Change, difference_interval, pct
 from decodescope.verdict.types import CaliberComparison, VerdictKind, acceptance
 

@@ -8,7 +8,7 @@ from decodescope.records.evidence import EvidenceRow
 from decodescope.verdict import thresholds as th
 from decodescope.verdict.bands import describe
 from decodescope.verdict.decide import spec_state
-from decodescope.verdict.side_values import Side, coverage_differs, windows_words
+from decodescope.verdict.side import Side, coverage_differs, windows_words
 from decodescope.verdict.stats import Change
 from decodescope.verdict.types import Context, changed_word, fmt_num
 

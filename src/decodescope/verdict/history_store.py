@@ -172,11 +172,11 @@ def points_from_windows(windows: Sequence[EngineWindow], *, engine: str | None,
                         spec: dict[str, Any] | None) -> list[hi.Point]:
     """Engine windows (a Prometheus range, one per query step) as history points: each active
     window's decode rate per running request, step rate and tokens per step, made exactly as
-    a log side's units are (verdict.side_values.side_from_windows, one window per unit). A
+    a log side's units are (verdict.side.side_from_windows, one window per unit). A
     window flagged reset or gap has no counts; the window after a reset is marked a restart
     (a known place: tested like a stack change, though what the engine restarted with is
     unseen)."""
-    from decodescope.verdict.side_values import side_from_windows
+    from decodescope.verdict.side_from_windows import side_from_windows
 
     out: list[hi.Point] = []
     restart = False

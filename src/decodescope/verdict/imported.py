@@ -28,7 +28,7 @@ from decodescope.peers.common import ELEMENTS, REALIZED_MEANS, WORKLOAD_TOLERANC
 from decodescope.verdict.types import CaliberComparison, CaliberRow
 
 if TYPE_CHECKING:
-    from decodescope.verdict.side_values import Side
+    from decodescope.verdict.side import Side
 
 REALIZED_TOLERANCE = 0.05  # an import and a probe: realized mean lengths within 5 % are the same
 

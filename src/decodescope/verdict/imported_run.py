@@ -1,6 +1,6 @@
 """What a stored run says of its own workload: whether it was imported (and from which tool),
 and its caliber elements (an import's as stored; a probe's from its caliber and realized
-lengths). Below side_values.py and imported.py, which both use it."""
+lengths). Below side.py and imported.py, which both use it."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from decodescope.verdict import run_spread as rs
 from decodescope.verdict import server_state as ss
 from decodescope.verdict import thresholds as th
 from decodescope.verdict.bands import DEFAULT_BANDS, Band
-from decodescope.verdict.side_values import Side
+from decodescope.verdict.side import Side
 from decodescope.verdict.triage import Verdict, triage
 
 

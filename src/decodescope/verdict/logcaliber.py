@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 from decodescope.verdict import thresholds as th
 from decodescope.verdict.bands import Band, bands_fit, content_band, describe
-from decodescope.verdict.side_values import Side, kind_words, windows_words
+from decodescope.verdict.side import Side, kind_words, windows_words
 from decodescope.verdict.types import CaliberComparison, fmt_num
 
 # MAL moving by more than this (relative) between two sides whose caliber is not established is

@@ -10,7 +10,7 @@ from typing import Any
 
 from decodescope.verdict.bands import DEFAULT_BANDS, Band, content_band
 from decodescope.verdict.rate_change import share
-from decodescope.verdict.side_values import Side
+from decodescope.verdict.side import Side
 
 
 @dataclass(frozen=True)

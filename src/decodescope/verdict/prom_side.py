@@ -1,6 +1,6 @@
 """A comparison side from a Prometheus server's history: the engine windows of
 `telemetry.prom_history` (one per query step) made into units exactly as log windows are
-(`side_values.side_from_windows`: partial windows trimmed, blocks of adjacent windows, the
+(`side_from_windows.side_from_windows`: partial windows trimmed, blocks of adjacent windows, the
 caliber unknown unless shown or asserted)."""
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from decodescope.telemetry.prom_history import (
     parse_selector,
     read_windows,
 )
-from decodescope.verdict.side_values import Side, side_from_windows
+from decodescope.verdict.side import Side
+from decodescope.verdict.side_from_windows import side_from_windows
 
 
 def read_prom(selector: str, *, engine: str | None = None, server: str | None = None,

@@ -14,10 +14,10 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from decodescope.verdict import thresholds as th
-from decodescope.verdict.side_values import steps_are_the_factor
+from decodescope.verdict.side import steps_are_the_factor
 
 if TYPE_CHECKING:
-    from decodescope.verdict.side_values import Side
+    from decodescope.verdict.side import Side
     from decodescope.verdict.stats import Change
 
 

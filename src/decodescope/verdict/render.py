@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from decodescope.records.evidence import render_rows
+from decodescope.verdict.comparison_quantities import comparison_quantities
 from decodescope.verdict.decide import spec_state
-from decodescope.verdict.reported import comparison_quantities
-from decodescope.verdict.side_values import Side, coverage_differs
+from decodescope.verdict.side import Side, coverage_differs
 from decodescope.verdict.triage import Verdict
 from decodescope.verdict.types import fmt_num
 

@@ -365,7 +365,7 @@ def ab_look_deciding(pair_sd: float, target: float, design: Any, which: int) -> 
     """The first of ab's looks at which an interval of the mean pair log ratio (`which`: 0 the
     change interval, 1 the equivalence interval, at the look's level) is narrower than
     `target` (log scale) at this pair sd; None: not within design.max_pairs."""
-    from decodescope.verdict.ab import t_crit
+    from decodescope.verdict.paired_test import t_crit
 
     for n in design.looks():
         if n < 2:
@@ -382,7 +382,7 @@ def ab_prediction(sb: float, nb: int, sc: float, nc: int,
     over nc); None without 2 trials a side or with a minimum effect ab cannot test."""
     from scipy.stats import chi2
 
-    from decodescope.verdict.ab import Design
+    from decodescope.verdict.paired_test import Design
 
     df = nb + nc - 2
     if nb < 2 or nc < 2 or df < 1 or not 0.0 < min_effect < 1.0:

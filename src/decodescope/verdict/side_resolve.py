@@ -13,7 +13,9 @@ from decodescope.records.stored_run import StoredRun
 from decodescope.records.window import EngineWindow
 from decodescope.store import runs as store_runs
 from decodescope.store.db import Store
-from decodescope.verdict.side_values import Side, side_from_runs, side_from_windows
+from decodescope.verdict.side import Side
+from decodescope.verdict.side_from_runs import side_from_runs
+from decodescope.verdict.side_from_windows import side_from_windows
 
 SELECTOR_HELP = ("a run id (42), `last`, a run label key=value, a baseline name, an engine "
                  "log window FILE@START..END (e.g. engine.log@23:30..23:45), or a Prometheus "

@@ -36,7 +36,7 @@ MAX_SPREAD_RUNS = 30
 PRIOR_RUN_SD = 0.07
 PRIOR_RUN_SD_BASIS = ("the between-run sd measured for demo-code-rewrite on an NVIDIA H200 "
                       "(10 runs × 5 trials)")
-# Interleaved A/B (`decodescope ab`, verdict/ab.py): a group-sequential paired test. AB_LOOKS
+# Interleaved A/B (`decodescope ab`, verdict/paired_test.py): a group-sequential paired test. AB_LOOKS
 # looks, geometrically spaced from AB_MIN_PAIRS to AB_MAX_PAIRS pairs (6, 9, 13, 19, 27, 40);
 # the error of the change test (two-sided) and of the equivalence test (TOST) is each spent
 # along the looks by a Lan–DeMets spending function (AB_SPENDING; verdict/spending.py), so the

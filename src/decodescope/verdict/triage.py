@@ -17,13 +17,13 @@ from decodescope.records.evidence import EvidenceRow
 from decodescope.records.quantity import Quantity
 from decodescope.verdict import thresholds as th
 from decodescope.verdict.bands import DEFAULT_BANDS, Band, content_band
+from decodescope.verdict.comparison_quantities import comparison_quantities
+from decodescope.verdict.comparison_quantities import to_dict as quantities_dict
 from decodescope.verdict.decide import Decision, decide, spec_state
 from decodescope.verdict.evidence_chain import evidence_rows
 from decodescope.verdict.rate_change import Decomposition, decompose
-from decodescope.verdict.reported import comparison_quantities
-from decodescope.verdict.reported import to_dict as quantities_dict
 from decodescope.verdict.server_state import ServerState
-from decodescope.verdict.side_values import Side
+from decodescope.verdict.side import Side
 from decodescope.verdict.stats import Change, pct, relative_change
 from decodescope.verdict.types import (
     CaliberComparison,
@@ -55,7 +55,7 @@ class Verdict:
     notes: tuple[str, ...] = field(default=())
     band_table: tuple[Band, ...] = DEFAULT_BANDS
     decode_reason: str = ""  # why decode_source decides
-    # verdict.reported: each side's reported numbers (decode rate, MAL, tokens per step, step
+    # verdict.comparison_quantities: each side's reported numbers (decode rate, MAL, tokens per step, step
     # rate) as Quantity records; every renderer shows these
     quantities: dict[str, tuple[Quantity, Quantity]] = field(default_factory=dict)
 

@@ -8,7 +8,7 @@ from typing import Literal
 
 from decodescope.verdict.bands import Band
 from decodescope.verdict.rate_change import Decomposition
-from decodescope.verdict.side_values import Side, steps_are_the_factor
+from decodescope.verdict.side import Side, steps_are_the_factor
 from decodescope.verdict.stats import Change
 
 VerdictKind = Literal["CALIBER_MISMATCH", "REGRESSION", "IMPROVEMENT", "NO_CHANGE",

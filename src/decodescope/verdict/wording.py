@@ -8,7 +8,7 @@ from decodescope.verdict import thresholds as th
 from decodescope.verdict.advice import metrics_how, side_engine, spec_flags
 from decodescope.verdict.imported import tool_of
 from decodescope.verdict.rate_change import Decomposition, share
-from decodescope.verdict.side_values import Side, windows_words
+from decodescope.verdict.side import Side, windows_words
 from decodescope.verdict.stats import Change, pct
 from decodescope.verdict.types import Context, acceptance
 

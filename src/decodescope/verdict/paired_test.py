@@ -368,7 +368,7 @@ def _cause(kind: str, lk: Look, design: Design, runs_verdict: Any | None) -> str
     if runs_verdict is None or not getattr(runs_verdict, "changes", None):
         return "decode rate"
     from decodescope.verdict.decide import change_cause
-    from decodescope.verdict.side_values import spec_state
+    from decodescope.verdict.side import spec_state
 
     b, c = runs_verdict.baseline, runs_verdict.current
     spec = spec_state(b, c)

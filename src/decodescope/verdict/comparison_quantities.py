@@ -14,7 +14,7 @@ from typing import Any
 
 from decodescope.records.quantity import Quantity, Source
 from decodescope.verdict import thresholds as th
-from decodescope.verdict.side_values import Side
+from decodescope.verdict.side import Side
 from decodescope.verdict.stats import t_quantile
 
 # key, metric of Side, name, unit, digits
