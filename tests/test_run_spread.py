@@ -14,6 +14,7 @@ from decodescope.fingerprint.stack import Fingerprint, Item
 from decodescope.store import runs as sr
 from decodescope.store.connect import open_store
 from decodescope.verdict import run_spread as rs
+from decodescope.verdict import stack
 from decodescope.verdict import thresholds as th
 from decodescope.verdict.stats import relative_change
 
@@ -48,11 +49,11 @@ def add_runs(store, levels, **kw) -> list[int]:
 
 
 def test_stack_key_ignores_the_port_and_nothing_else():
-    assert rs.stack_key(fp(port=8181)) == rs.stack_key(fp(port=9999))
-    assert rs.stack_key(fp(threads=2)) != rs.stack_key(fp(threads=1))
-    assert rs.stack_key(fp(host="a")) != rs.stack_key(fp(host="b"))
-    assert rs.stack_key(None) is None
-    assert rs.strip_address(["x", "--port=1", "--host", "0.0.0.0", "-t", "2"]) == ["x", "-t", "2"]
+    assert stack.stack_key(fp(port=8181)) == stack.stack_key(fp(port=9999))
+    assert stack.stack_key(fp(threads=2)) != stack.stack_key(fp(threads=1))
+    assert stack.stack_key(fp(host="a")) != stack.stack_key(fp(host="b"))
+    assert stack.stack_key(None) is None
+    assert stack.strip_address(["x", "--port=1", "--host", "0.0.0.0", "-t", "2"]) == ["x", "-t", "2"]
 
 
 def test_too_few_runs_fall_back_to_the_prior_and_say_so(store):
@@ -147,8 +148,8 @@ def test_spread_command_stores_runs_and_reports_the_prior_until_enough(tmp_path,
     with open_store(tmp_path / "s.sqlite", read_only=True) as st:
         runs = [sr.get_run(st, i, with_traces=False) for i in out["runs"]]
     assert all(r.labels.get("spread") == out["session"] for r in runs)
-    assert rs.stack_key(runs[0].fingerprint) is not None
-    assert rs.stack_key(runs[0].fingerprint) == rs.stack_key(runs[1].fingerprint)
+    assert stack.stack_key(runs[0].fingerprint) is not None
+    assert stack.stack_key(runs[0].fingerprint) == stack.stack_key(runs[1].fingerprint)
 
 
 # -- one spread, correctly kept (issue 36) -----------------------------------------------------
@@ -182,10 +183,10 @@ def test_the_engine_environment_is_part_of_the_stack():
 
     plain = with_env({"CUDA_VISIBLE_DEVICES": "0"})
     graphs_off = with_env({"CUDA_VISIBLE_DEVICES": "0", "GGML_CUDA_DISABLE_GRAPHS": "1"})
-    assert rs.stack_key(plain) != rs.stack_key(graphs_off)
+    assert stack.stack_key(plain) != stack.stack_key(graphs_off)
     # where files are found is not the stack; a redacted secret reads the same on both sides
-    assert rs.stack_key(with_env({"CUDA_VISIBLE_DEVICES": "0", "HF_HOME": "/a"})) == \
-        rs.stack_key(with_env({"CUDA_VISIBLE_DEVICES": "0", "HF_HOME": "/b"}))
+    assert stack.stack_key(with_env({"CUDA_VISIBLE_DEVICES": "0", "HF_HOME": "/a"})) == \
+        stack.stack_key(with_env({"CUDA_VISIBLE_DEVICES": "0", "HF_HOME": "/b"}))
     from decodescope.fingerprint.process import selected_env
     from decodescope.redact import redact_env
 
