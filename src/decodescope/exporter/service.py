@@ -20,9 +20,9 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, generate_latest, start_http_server
 
+from decodescope.errors import DecodescopeError
 from decodescope.exporter.changes import HISTORY_RUNS, stored_changes
 from decodescope.exporter.collector import CheckState, FleetCollector, QueueStats, current_finding
-from decodescope.errors import DecodescopeError
 from decodescope.exporter.config import FleetConfig
 from decodescope.exporter.fleet import FleetFinding, as_reported
 from decodescope.exporter.outcome import Outcome
