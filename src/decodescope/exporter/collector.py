@@ -10,7 +10,8 @@ Alarms on changes, not on points: `decodescope_check_consecutive_regressions` co
 check's consecutive runs with the judge's REGRESSION (BELOW_FLOOR / BELOW_BAND as served); any
 other verdict resets it to 0, a run that failed (no verdict) leaves it as it was. The alert
 rules (deploy/prometheus-rules.yml) need it at 2 or more, except under a floor the user gave
-(`decodescope_check_floor_given`).
+(`decodescope_check_floor_given`), or a confirmed change point of the check's stored history
+(`decodescope_change_*`, exporter/changes.py) that is a REGRESSION of the stack.
 """
 
 from __future__ import annotations
