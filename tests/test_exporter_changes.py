@@ -127,3 +127,19 @@ def test_no_stored_run_no_detection_and_a_short_history_is_no_data(tmp_path):
     assert m["decodescope_change_history_runs"][0][1] == 4.0
     ch = stored_changes(path, "gpu-a", ident)
     assert ch.status == "inconclusive" and ch.runs == 4
+
+
+def test_a_label_filter_reads_the_newest_runs_of_that_label_only(tmp_path):
+    with open_store(tmp_path / "runs.sqlite") as st:
+        _history(st, "gpu-a", 8, 5)
+        _history(st, "gpu-b", 8, 6)
+        store_run(st, CAL, [trial(90.0)], labels={"team.name": "x", "check": "gpu-a"})
+        all_a = [r.id for r in sr.list_runs(st, label=("check", "gpu-a"), limit=100)]
+        newest = [r.id for r in sr.list_runs(st, label=("check", "gpu-a"), limit=3)]
+        dotted = sr.list_runs(st, label=("team.name", "x"), limit=100)  # not a SQL word: Python
+        ident = resolve(CAL).identity
+        at_cal = sr.list_runs(st, caliber=ident, label=("check", "gpu-b"), limit=100)
+    assert len(all_a) == 9 and all_a == sorted(all_a, reverse=True)
+    assert newest == all_a[:3]
+    assert [r.labels["check"] for r in dotted] == ["gpu-a"]
+    assert len(at_cal) == 8 and all(r.labels["check"] == "gpu-b" for r in at_cal)
