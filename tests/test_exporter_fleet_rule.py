@@ -157,6 +157,11 @@ def test_a_round_over_simulators_moving_together_raises_no_alarm_but_the_one_bey
     assert all(got[f"ep{i}"] == ENVIRONMENT for i in range(4)), (got, log)
     f = exp.fleet_finding()
     assert f.direction == "down" and f.beyond == ("ep4",), f.text()
+    # each check's stored run went through the change-point detector (one run labelled
+    # check=NAME at the anchor caliber: too few to judge, served as its count only)
+    assert not any("detection failed" in line for line in log), log
+    assert all(s.changes is not None and s.changes.runs == 1
+               and s.changes.status == "inconclusive" for s in exp.states.values())
 
 
 def test_control_is_a_checked_config_field():

@@ -62,4 +62,5 @@ def _run(spec: CheckSpec, store_path: str | None, clock: Callable[[], float],
         change=None if ch is None else ch.rel,
         change_lo=None if ch is None else ch.ci_lo, change_hi=None if ch is None else ch.ci_hi,
         spread_source=None if result.spread is None else result.spread.source,
-        headline=result.headline, floor_given=bool(base.floor_given))
+        headline=result.headline, floor_given=bool(base.floor_given),
+        run_id=side.run_ids[-1] if side.run_ids else None, caliber_identity=cal.identity)

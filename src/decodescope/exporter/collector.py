@@ -10,7 +10,8 @@ Alarms on changes, not on points: `decodescope_check_consecutive_regressions` co
 check's consecutive runs with the judge's REGRESSION (BELOW_FLOOR / BELOW_BAND as served); any
 other verdict resets it to 0, a run that failed (no verdict) leaves it as it was. The alert
 rules (deploy/prometheus-rules.yml) need it at 2 or more, except under a floor the user gave
-(`decodescope_check_floor_given`).
+(`decodescope_check_floor_given`), or a confirmed change point of the check's stored history
+(`decodescope_change_*`, exporter/changes.py) that is a REGRESSION of the stack.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from decodescope.exporter.changes import CheckChanges
 from decodescope.exporter.config import CheckSpec, FleetConfig
 from decodescope.exporter.fleet import FleetFinding, as_reported, fleet_finding
 from decodescope.exporter.outcome import Outcome
@@ -51,6 +53,7 @@ class CheckState:
     errors: dict[str, int] = field(default_factory=dict)  # error kind -> runs
     consecutive_regressions: int = 0  # the judge's REGRESSION, run after run (module doc)
     lateness_s: float | None = None  # how late the last run started after it was due
+    changes: CheckChanges | None = None  # the detector over its stored runs (changes.py)
 
     def count_regression(self, o: Outcome, environment: bool = False) -> None:
         """Count `o` in the consecutive regressions: a REGRESSION verdict (not served as
@@ -107,6 +110,7 @@ class FleetCollector(Collector):
                        None if s.last_ok is None else as_reported(s.last_ok, n, finding),
                        dict(s.runs), dict(s.errors), s.consecutive_regressions, s.lateness_s)
                       for n, s in self._states.items()]
+            changes = [(s.spec, s.changes) for s in self._states.values()]
         g = {name: GaugeMetricFamily(P + name, doc, labels=[*LABELS, *extra])
              for name, doc, extra in _GAUGES}
         runs = CounterMetricFamily(P + "runs", "Check runs by exit code ('error': the probe "
@@ -155,9 +159,43 @@ class FleetCollector(Collector):
         yield from g.values()
         yield runs
         yield errs
+        yield from _change_metrics(changes)
         yield from _fleet_metrics(finding)
         if self._queue is not None:
             yield from _queue_metrics(self._queue(), self._config)
+
+
+_CHANGES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("history_runs", "Stored runs of the check (its anchor caliber, the newest ones) the "
+     "change-point detector read after its last stored run", ()),
+    ("points", "Confirmed change points in those runs (a single outlying run is never one)", ()),
+    ("tail_runs", "The newest runs in a row beyond the last stretch's learned spread (negative: "
+     "slower); 0 when fewer than two", ()),
+    ("last_time_seconds", "When the newest confirmed change happened (its first run after)",
+     ("word", "carrier")),
+    ("last_ratio", "Decode rate after / before the newest confirmed change", ("word", "carrier")),
+    ("regression", "1 when the newest confirmed change is a REGRESSION of the stack (a stack "
+     "change moved the decode rate down), else 0", ("word", "carrier")),
+)
+
+
+def _change_metrics(changes: list[tuple[CheckSpec, CheckChanges | None]]) -> Iterator[Metric]:
+    """`decodescope_change_*` per check; a history too short to judge serves its run count
+    only (no change points is then no data, never 0)."""
+    fams = {name: GaugeMetricFamily("decodescope_change_" + name, doc, labels=[*LABELS, *extra])
+            for name, doc, extra in _CHANGES}
+    for spec, ch in changes:
+        if ch is None:
+            continue
+        lab = [spec.name, spec.baseline, spec.url]
+        fams["history_runs"].add_metric(lab, float(ch.runs))
+        if ch.status != "ok":
+            continue
+        for name, labels, v in ch.samples:
+            short = name.removeprefix("decodescope_change_")
+            extra = [labels[k] for k in next(e for n, _, e in _CHANGES if n == short)]
+            fams[short].add_metric([*lab, *extra], v)
+    yield from fams.values()
 
 
 def _queue_metrics(q: QueueStats, cfg: FleetConfig | None) -> Iterator[Metric]:

@@ -35,6 +35,8 @@ class Outcome:
     spread_source: str | None = None  # "learned" | "prior": the anchor's run-to-run spread
     headline: str | None = None  # the check's own headline
     floor_given: bool = False  # the floor is the user's own (baseline set --floor / --band)
+    run_id: int | None = None  # the stored run (None: nothing stored, e.g. a failed probe)
+    caliber_identity: str | None = None  # its caliber: the check's history is read at it
 
     @property
     def ok(self) -> bool:

@@ -20,6 +20,8 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, generate_latest, start_http_server
 
+from decodescope.errors import DecodescopeError
+from decodescope.exporter.changes import HISTORY_RUNS, stored_changes
 from decodescope.exporter.collector import CheckState, FleetCollector, QueueStats, current_finding
 from decodescope.exporter.config import FleetConfig
 from decodescope.exporter.fleet import FleetFinding, as_reported
@@ -33,8 +35,10 @@ class Exporter:
     def __init__(self, config: FleetConfig, *,
                  runner: Callable[..., Outcome] = run_check_bounded,
                  log: Callable[[str], None] = lambda s: None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 history_runs: int = HISTORY_RUNS) -> None:
         self.config = config
+        self._history_runs = history_runs  # the newest stored runs the detector reads (0: off)
         self._runner, self._log, self._clock = runner, log, clock
         self._lock = threading.Lock()  # the states (read by the collector at scrape time)
         self.states = {c.name: CheckState(c) for c in config.checks}
@@ -236,6 +240,7 @@ class Exporter:
             # moved with the whole fleet (ENVIRONMENT) is no regression of this endpoint
             st.count_regression(o, name in current_finding(self.states,
                                                            self._clock()).environment)
+        self._detect(name, o)
         if o.timed_out:
             self._log(f"check {name}: timed out after {o.duration_s:.1f} s (timeout_s = "
                       f"{spec.timeout_s:g}); no verdict")
@@ -250,3 +255,18 @@ class Exporter:
             self._log(f"check {name}: failed ({o.error_kind}): {o.error}")
         if not self._running_once:
             self._log_fleet()
+
+    def _detect(self, name: str, o: Outcome) -> None:
+        """The change-point detector over the check's newest stored runs, once its run is
+        stored (exporter/changes.py), outside the states' lock; a failure is logged and the
+        check's last detection is kept."""
+        if self._history_runs <= 0 or not o.ok or o.run_id is None or not o.caliber_identity:
+            return
+        try:
+            ch = stored_changes(self.config.store, name, o.caliber_identity, self._history_runs)
+        except Exception as e:  # noqa: BLE001 — the check's run stands; one line, no traceback
+            msg = e.one_line() if isinstance(e, DecodescopeError) else f"{type(e).__name__}: {e}"
+            self._log(f"check {name}: change-point detection failed: {msg}")
+            return
+        with self._lock:
+            self.states[name].changes = ch

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import socket
 import sqlite3
 import time
@@ -301,9 +302,15 @@ def _list_runs(store: Store, caliber: str | None, label: tuple[str, str] | None,
     if caliber:
         where.append("(caliber_ref = ? OR caliber_ref LIKE ? OR caliber_identity = ?)")
         args += [caliber, caliber + "@%", caliber]
+    sql_label = label is not None and re.fullmatch(r"\w+", label[0]) is not None
+    if label is not None and sql_label:  # in SQL: only the label's runs are read and decoded
+        where.append(f"json_extract(labels_json, '$.{label[0]}') = ?")
+        args.append(label[1])
     if where:
         q += " WHERE " + " AND ".join(where)
     q += " ORDER BY id DESC"
+    if sql_label:
+        q += f" LIMIT {int(limit)}"
     runs = [_row_to_run(r) for r in store.conn.execute(q, args)]
     if label:
         runs = [r for r in runs if r.labels.get(label[0]) == label[1]]
