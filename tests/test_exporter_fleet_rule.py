@@ -135,7 +135,10 @@ def test_a_round_over_simulators_moving_together_raises_no_alarm_but_the_one_bey
             ids = ",".join(map(str, json.loads(capsys.readouterr().out)["runs"]))
             assert main(["baseline", "set", f"a{i}", "--caliber", ANCHOR, "--from-runs", ids,
                          "--store", store, "--json"]) == 0
-            assert json.loads(capsys.readouterr().out)["spread"]["source"] == "learned"
+            # learned from the five runs; the prior when timing under load gave them a trend
+            # (run_spread.without_trends leaves a trend's runs out): either carries the −20 %
+            # beyond noise below
+            assert json.loads(capsys.readouterr().out)["spread"]["source"] in ("learned", "prior")
         ports = [s.port for s in sims]
         for s in sims:
             s.stop()
