@@ -30,8 +30,8 @@ from decodescope.caliber.resolve import resolve
 from decodescope.cli.common import emit
 from decodescope.errors import EngineError
 from decodescope.exitcodes import ExitCode
-from decodescope.run.runner import ProbeSettings, prepare, run_probe
-from decodescope.run.setup import build_observers, collect_fp
+from decodescope.run.probe_side import Prepared, probe_once
+from decodescope.run.runner import ProbeSettings
 from decodescope.store import runs as sr
 from decodescope.store.connect import open_store
 from decodescope.store.db import Store
@@ -212,15 +212,15 @@ def _probe(st: Store, url: str, live_log: Path, cal_name: str, trials: int, labe
            labels: dict[str, str], kept_log: Path, quiet: bool) -> Probed:
     settings = ProbeSettings(url=url, caliber=resolve(cal_name), trials=trials,
                              labels={**labels, "step": label})
-    prepared = prepare(settings)
-    info = prepared[0]
-    say(f"probing {settings.caliber.ref} × {trials} trials ({label}) ...", quiet)
-    start = time.time()
-    outcome = run_probe(settings, st, prepared=prepared,
-                        observers=build_observers(settings, info, log_path=str(live_log),
-                                                  scrape=True, scrape_interval_s=0.5),
-                        fingerprint=collect_fp(settings, str(live_log), ()))
-    return Probed(label, outcome.run_id, start, time.time(), kept_log)
+    started: list[float] = []
+
+    def announce(_prepared: Prepared) -> None:
+        say(f"probing {settings.caliber.ref} × {trials} trials ({label}) ...", quiet)
+        started.append(time.time())
+
+    outcome = probe_once(st, settings, log_path=str(live_log), scrape_interval_s=0.5,
+                         announce=announce)
+    return Probed(label, outcome.run_id, started[0], time.time(), kept_log)
 
 
 def _write_report(st: Store, run_ids: dict[str, int], path: str | None, out_dir: Path,
