@@ -24,6 +24,7 @@ from decodescope.records.findings import Finding
 from decodescope.records.jsonable import to_jsonable
 
 if TYPE_CHECKING:
+    from decodescope.engines.install import InstallStep
     from decodescope.run.probe_side import ProbeOptions
 
 store_option = click.option(
@@ -188,3 +189,53 @@ def make_options(trials: int, labels: tuple[str, ...], model: str | None, api_ke
                         api_key=read_api_key(api_key_env), proxy=proxy, log_path=log_path,
                         scrape=not no_scrape, scrape_interval_s=scrape_interval,
                         fingerprint=not no_fingerprint)
+
+
+class StepPrinter:
+    """Install progress on stderr: one line per step, build percent in 10% steps (or a bar)."""
+
+    def __init__(self) -> None:
+        self._last_step: str | None = None
+        self._last_decile = -1
+        self._bar: Any = None
+        self._task: Any = None
+        self._tty = sys.stderr.isatty()
+
+    def __call__(self, ev: InstallStep) -> None:
+        if ev.step == "build" and ev.percent is not None:
+            self._build_progress(ev)
+            return
+        self._close_bar()
+        click.echo(f"[{ev.elapsed_s:6.1f}s] {ev.step}: {ev.detail}", err=True)
+        self._last_step = ev.step
+
+    def _build_progress(self, ev: InstallStep) -> None:
+        pct = ev.percent or 0.0
+        if self._tty:
+            if self._bar is None:
+                from rich.console import Console
+                from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+                from decodescope.console import raw_stream
+
+                self._bar = Progress(  # drawn with control sequences: past the output pass
+                    TextColumn("build llama-server"), BarColumn(),
+                    TextColumn("{task.percentage:>3.0f}%"), TimeElapsedColumn(), transient=True,
+                    console=Console(file=raw_stream(err=False)),
+                )  # fmt: skip
+                self._bar.start()
+                self._task = self._bar.add_task("build", total=100)
+            self._bar.update(self._task, completed=pct)
+            return
+        decile = int(pct // 10)
+        if decile != self._last_decile:
+            self._last_decile = decile
+            click.echo(f"[{ev.elapsed_s:6.1f}s] build: {pct:.0f}%", err=True)
+
+    def _close_bar(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+    def close(self) -> None:
+        self._close_bar()

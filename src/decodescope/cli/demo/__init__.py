@@ -29,7 +29,7 @@ import platformdirs
 
 from decodescope.caliber.resolve import resolve
 from decodescope.cli.common import emit, store_option
-from decodescope.cli.demo_parts import FallBack, numbers, side_by_side
+from decodescope.cli.demo.parts import FallBack, numbers, side_by_side
 from decodescope.console import json_option
 from decodescope.errors import EngineError
 from decodescope.exitcodes import ExitCode
@@ -61,7 +61,7 @@ def _saying(msg: str, quiet: bool) -> Callable[[Prepared], None]:
 def _server(use_sim: bool, port: int, quiet: bool) -> Iterator[tuple[str, str]]:
     """Yield (url, what) for the embedded engine, or the simulator as a loud fallback."""
     if not use_sim:
-        from decodescope.cli.engine import StepPrinter
+        from decodescope.cli.common import StepPrinter
         from decodescope.engines.install import ensure_installed
         from decodescope.engines.server import EngineSettings, running_engine
 
@@ -137,7 +137,7 @@ def command(engine_req: str, trials: int, port: int, regression: str, use_sim: b
     quiet = as_json
     engine = choose_engine(engine_req, use_sim, quiet)
     if engine == "vllm":
-        from decodescope.cli.demo_vllm import run_vllm_demo
+        from decodescope.cli.demo.vllm import run_vllm_demo
         from decodescope.engines.vllm_install import check_platform
 
         if engine_req == "vllm":

