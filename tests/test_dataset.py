@@ -8,10 +8,10 @@ import json
 import pytest
 
 from decodescope.caliber.dataset import Sampler, order, parse_dataset, read_dataset
+from decodescope.caliber.derive import derive_caliber
 from decodescope.caliber.resolve import load_file, resolve
 from decodescope.caliber.spec import element_table
 from decodescope.cli.main import main
-from decodescope.cli.probe import derive_caliber
 from decodescope.errors import CaliberError
 from decodescope.probe.load_shape import RequestBodies
 from decodescope.probe.request import build_body

@@ -9,10 +9,10 @@ from contextlib import contextmanager
 
 import pytest
 
+from decodescope.caliber.derive import derive_caliber
 from decodescope.caliber.resolve import resolve
 from decodescope.caliber.spec import DEFAULT_RATE_REQUESTS, MAX_CONCURRENCY, element_table
 from decodescope.cli.main import main
-from decodescope.cli.probe import derive_caliber
 from decodescope.probe.load_shape import arrival_gaps
 from decodescope.records.stored_run import StoredRun, StoredTrial
 from decodescope.sim import SimConfig, SimServer

@@ -107,7 +107,7 @@ def test_every_output_shows_the_runs_one_mal_and_decode_rate(tmp_path: Path,
 
 
 def test_demo_side_by_side_renders_the_same_records(tmp_path: Path):
-    from decodescope.cli.demo_parts import numbers, side_by_side
+    from decodescope.cli.demo.parts import numbers, side_by_side
 
     with open_store(tmp_path / "runs.sqlite") as st:
         run = sr.get_run(st, _pooled_run(st))

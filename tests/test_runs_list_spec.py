@@ -33,7 +33,7 @@ def test_no_engine_counts_says_nothing() -> None:
 
 
 def test_demo_numbers_side_by_side_say_no_drafts_as_runs_list_does() -> None:
-    from decodescope.cli.demo_parts import side_by_side
+    from decodescope.cli.demo.parts import side_by_side
 
     rows = [{"run": 1, "caliber": "demo-code-rewrite@1", "client_decode": 51.3,
              "engine_decode": 52.5, "mal": 3.78, "speculative": True, "tokens_per_step": 3.78,

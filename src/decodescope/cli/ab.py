@@ -62,7 +62,7 @@ def command(url_a: str, url_b: str, caliber_name: str, min_effect: float, alpha:
     Exit codes as triage: 0 NO_CHANGE / IMPROVEMENT, 1 REGRESSION (B slower), 3 INCONCLUSIVE
     or CONTAMINATED.
     """
-    from decodescope.cli.probe import parse_labels
+    from decodescope.cli.common import parse_labels
     from decodescope.errors import UsageError
 
     if max_pairs < min_pairs:

@@ -8,17 +8,14 @@ value under the user's floor), 3 when the probe is not comparable or the judge c
 
 from __future__ import annotations
 
-from typing import Any
-
 import click
 
 from decodescope.caliber.spec import Caliber
-from decodescope.cli.common import check_url, emit, limit_options, store_option, warn
-from decodescope.cli.probe import parse_labels
+from decodescope.cli.common import check_url, emit, make_options, probe_options, store_option, warn
 from decodescope.console import json_option
 from decodescope.exitcodes import ExitCode
 from decodescope.records.evidence import render_rows
-from decodescope.run.probe_side import ProbeOptions, probe_side, read_api_key
+from decodescope.run.probe_side import ProbeOptions, probe_side
 from decodescope.store.connect import open_store
 from decodescope.store.db import Store
 from decodescope.verdict.anchor import CheckResult, check_against, judge_anchor
@@ -34,33 +31,6 @@ def announced_probe_side(store: Store, url: str, cal: Caliber, opts: ProbeOption
         return probe_side(store, url, cal, opts)
     return probe_side(store, url, cal, opts, announce=lambda line: click.echo(line, err=True),
                           warn=warn)
-
-
-def probe_options(f: Any) -> Any:
-    """The probe options `check` and `sweep` share with `probe`."""
-    opts = [
-        click.option("--trials", default=3, show_default=True, type=click.IntRange(1, 1000), help="Repeats (the unit of statistics)."),
-        click.option("--label", "labels", multiple=True, help="key=value label stored with each run (repeatable)."),
-        click.option("--model", default=None, help="Model name (default: the first one the server lists)."),
-        click.option("--api-key-env", default=None, metavar="VAR", help="Name of the environment variable holding the API key."),
-        click.option("--proxy", default=None, help="Send requests through this proxy."),
-        click.option("--log", "log_path", type=click.Path(dir_okay=False), default=None, help="Engine log file to tail during the probes."),
-        click.option("--scrape-interval", default=1.0, show_default=True, type=click.FloatRange(0.05, 60), help="Prometheus scrape interval, seconds."),
-        click.option("--no-scrape", is_flag=True, help="Do not scrape /metrics."),
-        click.option("--no-fingerprint", is_flag=True, help="Do not collect the stack fingerprint."),
-    ]
-    for o in reversed(opts):
-        f = o(f)
-    return limit_options(f)  # --timeout / --deadline, applied around the whole command
-
-
-def make_options(trials: int, labels: tuple[str, ...], model: str | None, api_key_env: str | None,
-                 proxy: str | None, log_path: str | None, scrape_interval: float,
-                 no_scrape: bool, no_fingerprint: bool) -> ProbeOptions:
-    return ProbeOptions(trials=trials, labels=parse_labels(labels), model=model,
-                        api_key=read_api_key(api_key_env), proxy=proxy, log_path=log_path,
-                        scrape=not no_scrape, scrape_interval_s=scrape_interval,
-                        fingerprint=not no_fingerprint)
 
 
 @click.command("check")

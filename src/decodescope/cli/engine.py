@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import click
 
-from decodescope.cli.common import emit
+from decodescope.cli.common import StepPrinter, emit
 from decodescope.console import json_option
-from decodescope.engines.install import EngineInstall, InstallStep, ensure_installed
+from decodescope.engines.install import EngineInstall, ensure_installed
 from decodescope.engines.server import (
     DEFAULT_CTX,
     DEFAULT_HEALTH_TIMEOUT_S,
@@ -243,56 +242,6 @@ def _installed_summary() -> dict[str, Any]:
         "vllm": vllm.to_dict() if vllm else None,
         "vllm_platform": {"ok": plat.ok, "problems": list(plat.problems)},
     }
-
-
-class StepPrinter:
-    """Install progress on stderr: one line per step, build percent in 10% steps (or a bar)."""
-
-    def __init__(self) -> None:
-        self._last_step: str | None = None
-        self._last_decile = -1
-        self._bar: Any = None
-        self._task: Any = None
-        self._tty = sys.stderr.isatty()
-
-    def __call__(self, ev: InstallStep) -> None:
-        if ev.step == "build" and ev.percent is not None:
-            self._build_progress(ev)
-            return
-        self._close_bar()
-        click.echo(f"[{ev.elapsed_s:6.1f}s] {ev.step}: {ev.detail}", err=True)
-        self._last_step = ev.step
-
-    def _build_progress(self, ev: InstallStep) -> None:
-        pct = ev.percent or 0.0
-        if self._tty:
-            if self._bar is None:
-                from rich.console import Console
-                from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-                from decodescope.console import raw_stream
-
-                self._bar = Progress(  # drawn with control sequences: past the output pass
-                    TextColumn("build llama-server"), BarColumn(),
-                    TextColumn("{task.percentage:>3.0f}%"), TimeElapsedColumn(), transient=True,
-                    console=Console(file=raw_stream(err=False)),
-                )  # fmt: skip
-                self._bar.start()
-                self._task = self._bar.add_task("build", total=100)
-            self._bar.update(self._task, completed=pct)
-            return
-        decile = int(pct // 10)
-        if decile != self._last_decile:
-            self._last_decile = decile
-            click.echo(f"[{ev.elapsed_s:6.1f}s] build: {pct:.0f}%", err=True)
-
-    def _close_bar(self) -> None:
-        if self._bar is not None:
-            self._bar.stop()
-            self._bar = None
-
-    def close(self) -> None:
-        self._close_bar()
 
 
 def _render_install(inst: EngineInstall) -> str:

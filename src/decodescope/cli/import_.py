@@ -17,8 +17,7 @@ from typing import Any
 
 import click
 
-from decodescope.cli.common import emit, store_option
-from decodescope.cli.probe import parse_labels
+from decodescope.cli.common import emit, parse_labels, store_option
 from decodescope.console import json_option
 from decodescope.peers import ELEMENTS, decode_from
 from decodescope.store.connect import open_store

@@ -8,92 +8,32 @@ from typing import Any
 
 import click
 
-from decodescope.analysis.run_quantities import deciding_of, quantities_of
-from decodescope.caliber.resolve import check_values, resolve
+from decodescope.caliber.derive import derive_caliber
+from decodescope.caliber.resolve import resolve
 from decodescope.caliber.spec import (
-    DEFAULT_RATE_REQUESTS,
-    MAX_CONCURRENCY,
     Caliber,
     element_table,
 )
-from decodescope.cli.common import check_url, emit, limit_options, store_option, warn
+from decodescope.cli.common import (
+    check_url,
+    emit,
+    limit_options,
+    load_options,
+    parse_labels,
+    store_option,
+    warn,
+)
 from decodescope.console import json_option, raw_stream
-from decodescope.errors import UsageError
 from decodescope.exitcodes import ExitCode
 from decodescope.records.findings import Finding
-from decodescope.records.stored_run import StoredRun
 from decodescope.report.distributions import run_distributions
-from decodescope.report.headline import headline
-from decodescope.report.iso import with_iso
+from decodescope.report.run_document import run_document
 from decodescope.report.text import render_run
-from decodescope.run.probe_side import read_api_key
-from decodescope.run.runner import ProbeSettings, prepare, run_probe
+from decodescope.run.probe_side import Prepared, probe_once, read_api_key
+from decodescope.run.runner import ProbeSettings
 from decodescope.store import runs as sr
 from decodescope.store.connect import open_store
 from decodescope.store.db import Store
-
-
-def parse_labels(labels: tuple[str, ...]) -> dict[str, str]:
-    out = {}
-    for item in labels:
-        if "=" not in item:
-            raise UsageError(f"label {item!r} is not key=value", where="--label",
-                             remedy="Write labels as --label key=value")
-        k, v = item.split("=", 1)
-        out[k.strip()] = v.strip()
-    return out
-
-
-def load_options(f: Any, *, sweep: bool = False) -> Any:
-    """Load shape and prompt source options (caliber elements), shared by `probe` and `sweep`.
-    Names follow vllm bench serve / AIPerf / guidellm where they agree (docs/peers.md)."""
-    rate = [] if sweep else [
-        click.option("--request-rate", "request_rate", type=click.FloatRange(min=0, min_open=True), default=None,
-                     metavar="R", help="Open loop: R requests/s with Poisson arrivals (with --burstiness: gamma). "
-                     "A trial is one load period. Default: closed loop."),
-    ]
-    opts = [*rate,
-        click.option("--burstiness", type=click.FloatRange(min=0, min_open=True), default=None, metavar="G",
-                     help="Gamma shape of the arrival gaps with --request-rate (vLLM's): 1 = Poisson, < 1 burstier."),
-        click.option("--num-requests", "num_requests", type=click.IntRange(1, 100_000), default=None, metavar="N",
-                     help=f"Requests per trial (one load period; default with --request-rate: {DEFAULT_RATE_REQUESTS})."),
-        click.option("--duration", "duration_s", type=click.FloatRange(min=0, min_open=True, max=86400), default=None,
-                     metavar="SECONDS", help="Seconds of sending per trial (one load period); in-flight requests finish."),
-        click.option("--dataset", "dataset", type=click.Path(dir_okay=False), default=None, metavar="FILE",
-                     help="Prompts from FILE: JSONL of {\"prompt\"} or {\"messages\"}, or ShareGPT JSON; hashed "
-                     "into the caliber, sampled in a fixed order."),
-    ]
-    if not sweep:
-        opts.insert(0, click.option(
-            "--concurrency", type=click.IntRange(1, MAX_CONCURRENCY), default=None, metavar="N",
-            help="Requests in flight (closed loop), or at most in flight with --request-rate "
-                 "(vLLM's --max-concurrency). Default: the caliber's."))
-    for o in reversed(opts):
-        f = o(f)
-    return f
-
-
-def derive_caliber(cal: Caliber, *, concurrency: int | None = None,
-                   request_rate: float | None = None, burstiness: float | None = None,
-                   num_requests: int | None = None, duration_s: float | None = None,
-                   dataset: str | None = None) -> Caliber:
-    """The caliber under the command line's load and prompt options: each one is a caliber
-    element (a new identity; the caliber diff names it)."""
-    if dataset is not None:
-        from decodescope.caliber.dataset import read_dataset
-
-        spec, _ = read_dataset(dataset)
-        cal = dataclasses.replace(cal, dataset=spec)
-    rate = request_rate if request_rate is not None else cal.load.request_rate
-    if request_rate is not None and concurrency is None and cal.load.request_rate is None:
-        concurrency = MAX_CONCURRENCY  # open loop: no cap unless one is given (as vLLM)
-    if (rate is not None and num_requests is None and duration_s is None
-            and cal.load.num_requests is None and cal.load.duration_s is None):
-        num_requests = DEFAULT_RATE_REQUESTS
-    cal = cal.with_load(concurrency, request_rate=request_rate, burstiness=burstiness,
-                        num_requests=num_requests, duration_s=duration_s)
-    check_values(cal, "command-line load options")
-    return cal
 
 
 def load_line(cal: Caliber) -> str | None:
@@ -176,9 +116,10 @@ def command(url: str, caliber_name: str, trials: int, labels: tuple[str, ...], m
                              warmup=warmup, caliber_path=_caliber_file(caliber_name))
     store = open_store(store_path)
     try:
-        prepared = prepare(settings)
-        info, served_model, prompt = prepared
-        if not as_json:
+        def announce(prepared: Prepared) -> None:
+            if as_json:
+                return
+            info, served_model, prompt = prepared
             sim = " [SIMULATED]" if info.simulated else ""
             what = ("prompt: one dataset entry per request" if cal.dataset else
                     f"prompt {prompt.tokens} tokens ({prompt.tokens_source})"
@@ -188,16 +129,15 @@ def command(url: str, caliber_name: str, trials: int, labels: tuple[str, ...], m
             extra = load_line(cal)
             if extra:
                 click.echo(extra, err=True)
-        from decodescope.run.setup import build_observers, collect_fp
 
-        observers = build_observers(settings, info, log_path=log_path, scrape=not no_scrape,
-                                    scrape_interval_s=scrape_interval)
-        fp = None if no_fingerprint else collect_fp(settings, log_path, watch_repos)
         created: list[int] = []
         try:
             with _progress(not as_json, trials) as progress:
-                outcome = run_probe(settings, store, observers=observers, progress=progress,
-                                    fingerprint=fp, prepared=prepared, on_created=created.append)
+                outcome = probe_once(store, settings, log_path=log_path, scrape=not no_scrape,
+                                     scrape_interval_s=scrape_interval,
+                                     fingerprint=not no_fingerprint, watch_repos=watch_repos,
+                                     progress=progress, on_created=created.append,
+                                     announce=announce)
         except KeyboardInterrupt:
             if created:
                 click.echo(kept_line(store, created[0]), err=True)
@@ -216,25 +156,6 @@ def command(url: str, caliber_name: str, trials: int, labels: tuple[str, ...], m
         store.close()
 
 
-def run_document(run: StoredRun, dist: dict[str, Any] | None) -> dict[str, Any]:
-    """A run as `--json` prints it: the stored run, the headline decode rate (the verdict's
-    statistic and source), the per-request distributions, ISO-8601 siblings of timestamps."""
-    from decodescope.cli.common import to_jsonable
-
-    head = headline(run.result)
-    qs = quantities_of(run.result)
-    doc = {**run.to_dict(with_traces=False),
-           "headline": {"decode_rate": head.decode_rate, "source": head.source,
-                        "trials": head.trials, "statistic": head.statistic,
-                        "basis": f"{head.trials} trials", "unit": "tok/s per request",
-                        "reason": head.reason},
-           "deciding": deciding_of(run.result),
-           "quantities": {k: q.to_dict() for k, q in qs.items()}}
-    if dist is not None:
-        doc["distributions"] = dist
-    return with_iso(to_jsonable(doc))
-
-
 class _progress:
     """A rich progress bar on stderr (tokens of the current trial)."""
 
@@ -246,8 +167,10 @@ class _progress:
         self._trial = -1
 
     def __enter__(self) -> Any:
-        if not self.enabled:
-            return None
+        return self.update if self.enabled else None
+
+    def _start(self) -> None:
+        """The bar starts with the first token, after the lines the command says first."""
         from rich.console import Console
         from rich.progress import (
             BarColumn,
@@ -261,10 +184,10 @@ class _progress:
                            TextColumn("tok"), TimeElapsedColumn(),
                            console=Console(file=raw_stream(err=True)), transient=True)
         self._p.start()
-        return self.update
 
     def update(self, trial: int, tokens: int, expected: int) -> None:
-        assert self._p is not None
+        if self._p is None:
+            self._start()
         if trial != self._trial:
             if self._task is not None:
                 self._p.remove_task(self._task)

@@ -14,6 +14,7 @@ from decodescope.errors import UsageError
 from decodescope.records.stored_run import StoredRun
 from decodescope.report import report_html, report_json, report_md
 from decodescope.report.document import Report, build_report, log_window_run
+from decodescope.report.files import write_file
 from decodescope.store import runs as sr
 from decodescope.store.connect import open_store
 from decodescope.verdict.side import Side
@@ -79,7 +80,7 @@ def command(runs: tuple[str, ...], baseline: str | None, fmt: str | None, output
     if output is None:
         click.echo(text, nl=False)
         return 0
-    _write(output, text)
+    write_file(output, text)
     summary = {"written": os.path.abspath(output), "format": fmt, "bytes": len(text.encode()),
                "runs": [r.run_id if r.run_id > 0 else r.short for r in report.runs],
                "verdicts": [{"baseline": c.baseline_id, "current": c.current_id,
@@ -116,16 +117,3 @@ def _log_run(selector: str, run_id: int, sides: dict[int, Side]) -> StoredRun:
     windows = read_log(path, start, end, engine=None, year=None).windows
     sides[run_id] = side
     return log_window_run(side, windows, selector, run_id)
-
-
-def _write(path: str, text: str) -> None:
-    """Write through a temporary file so a failed write never leaves half a report."""
-    target = Path(path)
-    tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, target)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise UsageError(f"cannot write the report: {exc.strerror or exc}", where=path,
-                         remedy="Check the directory exists and is writable") from None

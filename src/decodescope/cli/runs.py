@@ -115,8 +115,8 @@ def _mal_cell(r: dict[str, Any]) -> str:
 @json_option
 def show_cmd(run: str, store_path: str | None, as_json: bool, slo: str | None = None) -> None:
     """Show one run (id, `last`, or label key=value): caliber, trials, numbers, warnings."""
-    from decodescope.cli.probe import run_document
     from decodescope.report.distributions import run_distributions
+    from decodescope.report.run_document import run_document
     from decodescope.report.text import render_run
 
     with open_store(store_path, read_only=True) as st:

@@ -11,15 +11,22 @@ this command is kept in the store, not in a setting.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import click
 
 from decodescope.caliber.resolve import resolve
-from decodescope.cli.common import check_url, client_options, limit_options, store_option
+from decodescope.cli.common import (
+    check_url,
+    client_options,
+    limit_options,
+    parse_labels,
+    store_option,
+)
 from decodescope.console import json_option
 from decodescope.errors import UsageError
-from decodescope.run.probe_side import read_api_key
-from decodescope.run.runner import ProbeSettings, prepare, run_probe
+from decodescope.run.probe_side import probe_once, read_api_key
+from decodescope.run.runner import ProbeSettings
 from decodescope.store import runs as sr
 from decodescope.store.connect import open_store
 from decodescope.verdict import run_spread as rs
@@ -48,33 +55,28 @@ def command(url: str, caliber_name: str, runs: int, trials: int, wait_s: float,
             labels: tuple[str, ...], store_path: str | None, as_json: bool) -> int:
     """Add RUNS runs of a caliber on the server at URL to the store and print the learned
     run-to-run spread of its stack (with its 95 % interval and the runs behind it)."""
-    from decodescope.cli.probe import parse_labels
-    from decodescope.run.setup import build_observers, collect_fp
-
     cal = resolve(caliber_name)
     session = time.strftime("%Y%m%dT%H%M%S")
     settings = ProbeSettings(url=check_url(url), caliber=cal, trials=trials,
                              labels={**parse_labels(labels), "spread": session}, model=model,
                              api_key=read_api_key(api_key_env), proxy=proxy, warmup=warmup)
+
+    def stack_known(fp: dict[str, Any] | None) -> None:
+        if fp is None or stack_key(fp) is None:
+            raise UsageError("the server's stack cannot be fingerprinted (host, engine "
+                             "version or launch command): runs of it cannot be told "
+                             "from another stack's", where=url,
+                             remedy="Probe a server whose fingerprint has an engine "
+                                    "version or a local process (`decodescope "
+                                    "fingerprint URL` shows what is collected)")
+
     store = open_store(store_path)
     try:
         ids: list[int] = []
         for r in range(runs):
             if r and wait_s:
                 time.sleep(wait_s)
-            prepared = prepare(settings)
-            fp = collect_fp(settings, None, ())
-            if fp is None or stack_key(fp) is None:
-                raise UsageError("the server's stack cannot be fingerprinted (host, engine "
-                                 "version or launch command): runs of it cannot be told "
-                                 "from another stack's", where=url,
-                                 remedy="Probe a server whose fingerprint has an engine "
-                                        "version or a local process (`decodescope "
-                                        "fingerprint URL` shows what is collected)")
-            observers = build_observers(settings, prepared[0], log_path=None, scrape=True,
-                                        scrape_interval_s=1.0)
-            out = run_probe(settings, store, observers=observers, fingerprint=fp,
-                            prepared=prepared)
+            out = probe_once(store, settings, check_fingerprint=stack_known)
             ids.append(out.run_id)
             if not as_json:
                 click.echo(f"run {r + 1}/{runs}: stored as run {out.run_id} ({out.status})",

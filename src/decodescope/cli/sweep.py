@@ -10,18 +10,22 @@ from typing import Any
 
 import click
 
+from decodescope.caliber.derive import derive_caliber
 from decodescope.caliber.resolve import resolve
-from decodescope.caliber.spec import MAX_CONCURRENCY, Caliber
-from decodescope.cli.check import announced_probe_side, make_options, probe_options
-from decodescope.cli.common import emit, store_option
-from decodescope.cli.probe import derive_caliber, load_options
+from decodescope.caliber.spec import MAX_CONCURRENCY
+from decodescope.cli.common import (
+    emit,
+    load_options,
+    make_options,
+    probe_options,
+    store_option,
+    warn,
+)
 from decodescope.console import json_option
 from decodescope.errors import UsageError
-from decodescope.records.stored_run import StoredRun
 from decodescope.run.probe_side import ProbeOptions
-from decodescope.store import runs as sr
+from decodescope.run.sweep import caliber_sweep, load_sweep, plan_load_sweep
 from decodescope.store.connect import open_store
-from decodescope.store.db import Store
 from decodescope.verdict.bands import DEFAULT_BANDS, load_bands
 from decodescope.verdict.matrix import caliber_matrix, render_matrix
 
@@ -114,12 +118,8 @@ def command(url: str, caliber_list: str, concurrency_list: str | None, rate_list
                          remedy="Add --concurrency N,N,... or --request-rate R,R,...")
     cals = [derive_caliber(resolve(n), **extra) for n in names]  # every name checked first
     bands = load_bands(bands_path) if bands_path else DEFAULT_BANDS
-    opts.labels.setdefault("sweep", ",".join(c.ref for c in cals))
-    sides = []
     with open_store(store_path) as store:
-        for cal in cals:
-            side, _missed = announced_probe_side(store, url, cal, opts, quiet=as_json)
-            sides.append(side)
+        sides = caliber_sweep(store, url, cals, opts, **_said(as_json))
     matrix = caliber_matrix(sides, bands)
     if fmt == "md":
         from decodescope.markup import md_text
@@ -132,92 +132,44 @@ def command(url: str, caliber_list: str, concurrency_list: str | None, rate_list
     return 0
 
 
-def load_points(cal: Caliber, concs: list[float], rates: list[float],
-                extra: dict[str, Any]) -> tuple[str, list[float], list[Caliber]]:
-    """The sweep's axis, values and one derived caliber per point."""
-    if concs and rates and len(concs) > 1:
-        raise UsageError("sweep one load at a time: --concurrency and --request-rate are both "
-                         "lists", where="sweep",
-                         remedy="With --request-rate R,R,..., --concurrency takes one value "
-                                "(the cap on requests in flight)")
-    if rates:
-        cap = int(concs[0]) if concs else None
-        return "request_rate", rates, [derive_caliber(cal, concurrency=cap, request_rate=r, **extra)
-                                       for r in rates]
-    return "concurrency", concs, [derive_caliber(cal, concurrency=int(c), **extra)
-                                  for c in concs]
-
-
-def _probe_point(store: Store, url: str, cal: Caliber, opts: ProbeOptions, warmup: int,
-                 created: list[int], quiet: bool, what: str) -> int:
-    """One point of a load sweep: a probe with the same observers as `probe`."""
-    from decodescope.cli.common import warn
-    from decodescope.records.findings import Finding
-    from decodescope.run.runner import ProbeSettings, prepare, run_probe
-    from decodescope.run.setup import build_observers, collect_fp
-
-    settings = ProbeSettings(url=url, caliber=cal, trials=opts.trials, labels=dict(opts.labels),
-                             model=opts.model, api_key=opts.api_key, proxy=opts.proxy,
-                             warmup=warmup)
-    prepared = prepare(settings)
-    info = prepared[0]
-    if not quiet:
-        sim = " [SIMULATED]" if info.simulated else ""
-        click.echo(f"probing {cal.ref} ({cal.identity}) at {what} on {info.kind} "
-                   f"{info.version or ''}{sim} · {opts.trials} trials", err=True)
-    observers = build_observers(settings, info, log_path=opts.log_path, scrape=opts.scrape,
-                                scrape_interval_s=opts.scrape_interval_s)
-    fp = collect_fp(settings, opts.log_path, ()) if opts.fingerprint else None
-    outcome = run_probe(settings, store, observers=observers, fingerprint=fp, prepared=prepared,
-                        on_created=created.append)
-    if not quiet:
-        for f in outcome.findings:
-            warn(f if isinstance(f, Finding) else Finding.from_dict(f))
-    return outcome.run_id
+def _said(quiet: bool) -> dict[str, Any]:
+    """What a sweep says on stderr while it probes: each probe's line and findings (nothing
+    with --json)."""
+    if quiet:
+        return {}
+    return {"announce": lambda line: click.echo(line, err=True), "warn": warn}
 
 
 def _load_sweep(url: str, names: list[str], concs: list[float], rates: list[float],
                 opts: ProbeOptions, extra: dict[str, Any], warmup: int, fmt: str,
                 plot_path: str | None, store_path: str | None, as_json: bool,
                 slo: str | None = None, slo_target: float = 0.99) -> int:
-    import dataclasses
-
-    from decodescope.analysis.goodput import sweep_goodput, sweep_lines
+    from decodescope.analysis.goodput import sweep_lines
     from decodescope.report import loadsweep
 
     if len(names) != 1:
         raise UsageError("a load sweep probes one caliber", where="--caliber",
                          remedy="Give one caliber with --concurrency / --request-rate lists")
-    axis, values, cals = load_points(resolve(names[0]), concs, rates, extra)
-    if slo is not None:
-        from decodescope.caliber.slo import parse_slo
-
-        limits = parse_slo(slo)
-        cals = [dataclasses.replace(c, slo=limits) for c in cals]
+    plan = plan_load_sweep(resolve(names[0]), concs, rates, extra, slo)
     tag = f"load-{int(time.time())}"
-    opts.labels.setdefault("sweep", tag)
-    opts.labels.setdefault("load_axis", axis)
-    runs: list[StoredRun] = []
     created: list[int] = []
     with open_store(store_path) as store:
         try:
-            for v, cal in zip(values, cals, strict=True):
-                opts.labels["load"] = f"{v:g}"
-                run_id = _probe_point(store, url, cal, opts, warmup, created, as_json, f"{axis} {v:g}")
-                runs.append(sr.get_run(store, run_id))
+            done = load_sweep(store, url, plan, opts, tag=tag, warmup=warmup,
+                              slo_target=slo_target, on_created=created.append,
+                              **_said(as_json))
         except KeyboardInterrupt:
             if created:
                 click.echo(f"interrupted: kept run(s) {', '.join(map(str, created))} in "
                            f"{store.path} (label sweep={tag}); the last one is incomplete",
                            err=True)
             raise
-    sweep = loadsweep.load_sweep(axis, values, runs)
-    good = sweep_goodput(axis, values, [(r.result or {}).get("goodput") for r in runs],
-                         slo_target) if slo is not None else None
+    sweep = loadsweep.load_sweep(done.axis, done.values, done.runs)
+    good = done.goodput
     if plot_path:
-        from decodescope.cli.report import _write
+        from decodescope.report.files import write_file
 
-        _write(plot_path, loadsweep.render_html(sweep))
+        write_file(plot_path, loadsweep.render_html(sweep))
         click.echo(f"wrote {os.path.abspath(plot_path)}", err=True)
     if as_json:
         from decodescope.report.iso import with_iso

