@@ -1,0 +1,269 @@
+"""`decodescope ab` both ways on a real GPU: llama.cpp CUDA `llama-server` + Gemma 3 270M with
+n-gram speculation (docs/methodology.md §9, issue 36).
+
+Two servers on one GPU: A, and B identical to A ("identical": every REGRESSION / IMPROVEMENT is
+a false alarm); then B restarted with a quantized KV cache (`--cache-type-k q8_0
+--cache-type-v q8_0`, ≈ −5 % decode: "−5 %"). Each repetition is one `decodescope ab A B
+--caliber demo-code-rewrite --json` with the default design (3 % minimum effect, α = 5 %,
+Pocock-type spending, looks after 6 … 40 pairs), scraping and fingerprints on. Every freshly
+started server is first probed several runs in a row (`probe --warmup 0`), one run after the
+other, so its warm-up shows in the per-run decode rates.
+
+On the GPU host (`run` subcommand; everything is written to OUT as it goes, so a call that
+runs out of time still returns what it measured):
+
+    python bench/bench_ab_gpu.py run --server BIN --model GGUF --template JINJA \
+        --same 10 --slow 10 --budget-s 540 --out $OUT
+
+Here, the table from the JSON files that came back (one or several calls):
+
+    python bench/bench_ab_gpu.py table FILE [FILE ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import shlex
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from decodescope.cli.main import main
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_ab import summarize, table  # noqa: E402
+
+SPEC = ["--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "3",
+        "--spec-ngram-simple-size-m", "8"]
+SLOW = ["--cache-type-k", "q8_0", "--cache-type-v", "q8_0"]
+AB_GUARD_S = 55.0  # an `ab` at the 40-pair maximum took 38–46 s on an H100 (issue 36)
+
+
+class Server:
+    def __init__(self, args: argparse.Namespace, name: str, port: int, extra: list[str]):
+        self.name, self.port, self.extra = name, port, extra
+        self.url = f"http://127.0.0.1:{port}"
+        self.cmd = [args.server, "-m", args.model, "-ngl", "99", "--port", str(port), "--metrics",
+                    "-c", "8192", "--chat-template-file", args.template, *SPEC, *extra]
+        self.log = Path(args.workdir) / f"server-{name}-{port}.log"
+        self.proc = subprocess.Popen(self.cmd, stdout=self.log.open("w"), stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        self.started = time.time()
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise SystemExit(f"server {name} exited {self.proc.returncode}: "
+                                 f"{self.log.read_text()[-2000:]}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(self.url + "/health", timeout=2, trust_env=False).status_code == 200:
+                    self.ready_s = time.time() - self.started
+                    return
+            time.sleep(0.5)
+        raise SystemExit(f"server {name} not healthy in 120 s: {self.log.read_text()[-2000:]}")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "url": self.url, "cmd": shlex.join(self.cmd),
+                "ready_s": self.ready_s}
+
+
+def cli(argv: list[str]) -> tuple[int, dict[str, Any], float]:
+    out, err = io.StringIO(), io.StringIO()
+    t0 = time.monotonic()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    wall = time.monotonic() - t0
+    try:
+        return code, json.loads(out.getvalue()), wall
+    except json.JSONDecodeError:
+        raise SystemExit(f"{argv[0]} exit {code}, no JSON: {out.getvalue()[-1500:]}"
+                         f"{err.getvalue()[-1500:]}") from None
+
+
+def probe_run(s: Server, args: argparse.Namespace, i: int) -> dict[str, Any]:
+    code, v, wall = cli(["probe", s.url, "--caliber", args.caliber, "--trials",
+                         str(args.warm_trials), "--warmup", "0", "--store", args.store,
+                         "--label", f"gpu-bench={s.name}", "--json"])
+    trials = v["result"]["trials"]
+
+    def col(key: str) -> list[float | None]:
+        return [t.get(key) for t in trials]
+
+    return {"server": s.name, "run": i, "exit": code, "wall_s": wall,
+            "since_start_s": time.time() - s.started,
+            "client_decode": col("decode_rate"), "engine_decode": col("engine_decode_rate"),
+            "engine_step": col("engine_step_rate"), "engine_mal": col("engine_mal"),
+            "client_mean": v["result"]["client"]["decode_rate"]["mean"]}
+
+
+def ab_rep(a: Server, b: Server, args: argparse.Namespace) -> dict[str, Any]:
+    code, v, wall = cli(["ab", a.url, b.url, "--caliber", args.caliber, "--store", args.store,
+                         "--json"])
+    look = v["look"] or {}
+    return {"verdict": v["verdict"], "cause": v["cause"], "exit": code, "pairs": v["pairs"],
+            "retaken": len(v["retaken"]), "seconds": v["seconds"], "wall_s": wall,
+            "rel": look.get("rel"), "sd": look.get("sd"), "look": look,
+            "headline": v["headline"]}
+
+
+def gpu_name() -> str:
+    try:
+        return subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total",
+                               "--format=csv,noheader"], capture_output=True, text=True,
+                              timeout=30).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"no nvidia-smi ({e})"
+
+
+def run(args: argparse.Namespace) -> None:
+    t0 = time.monotonic()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    Path(args.workdir).mkdir(parents=True, exist_ok=True)
+    res: dict[str, Any] = {"tag": args.tag, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                                       time.gmtime()),
+                           "gpu": gpu_name(),
+                           "servers": [], "warmup": [], "rows": {"same": [], "slow": []},
+                           "stopped": None}
+    dest = out / f"ab_gpu_{args.tag}.json"
+
+    def save() -> None:
+        dest.write_text(json.dumps(res, indent=1))
+
+    def left() -> float:
+        return args.budget_s - (time.monotonic() - t0)
+
+    def warm(s: Server, runs: int) -> None:
+        res["servers"].append(s.describe())
+        for i in range(runs):
+            if left() < 30:
+                return
+            r = probe_run(s, args, i + 1)
+            res["warmup"].append(r)
+            save()
+            print(f"warm-up {s.name} run {i + 1}: client {r['client_mean']:.1f} tok/s "
+                  f"({r['since_start_s']:.0f} s after start)", file=sys.stderr, flush=True)
+
+    def reps(a: Server, b: Server, name: str, n: int) -> None:
+        for _ in range(n):
+            if left() < AB_GUARD_S:
+                res["stopped"] = f"budget: {left():.0f} s left before a {name} repetition"
+                return
+            r = ab_rep(a, b, args)
+            res["rows"][name].append(r)
+            save()
+            print(f"{name} {len(res['rows'][name])}: {r['verdict']} after {r['pairs']} pairs, "
+                  f"{r['seconds']:.1f} s, rel {r['rel']}", file=sys.stderr, flush=True)
+
+    servers: list[Server] = []
+    try:
+        a = Server(args, "A", 8181, [])
+        servers.append(a)
+        warm(a, args.warm_runs)
+        if args.same:
+            b = Server(args, "B", 8182, [])
+            servers.append(b)
+            warm(b, args.warm_runs_b)
+            reps(a, b, "same", args.same)
+            b.stop()
+        if args.slow and left() >= AB_GUARD_S + 30:
+            bq = Server(args, "Bq8", 8183, SLOW)
+            servers.append(bq)
+            warm(bq, args.warm_runs_b)
+            reps(a, bq, "slow", args.slow)
+    finally:
+        for s in servers:
+            s.stop()
+        logs = "".join(f"==== {s.name}: {s.log}\n" + "".join(s.log.read_text().splitlines(True)[-120:])
+                       for s in servers)
+        (out / f"servers_{args.tag}.log").write_text(logs)
+        res["elapsed_s"] = time.monotonic() - t0
+        save()
+
+
+def pct(x: float) -> str:
+    return f"{x:+.1f} %".replace("-", "−")
+
+
+def tables(files: list[str]) -> None:
+    rows: dict[str, list[dict[str, Any]]] = {"same": [], "slow": []}
+    warmups: list[tuple[str, list[dict[str, Any]]]] = []
+    gpus = set()
+    for f in files:
+        d = json.loads(Path(f).read_text())
+        gpus.add(d["gpu"])
+        for k in rows:
+            rows[k].extend(d["rows"][k])
+        by: dict[str, list[dict[str, Any]]] = {}
+        for w in d["warmup"]:
+            by.setdefault(w["server"], []).append(w)
+        warmups.extend((f"{d['tag']}/{name}", ws) for name, ws in by.items())
+    print(f"GPU: {'; '.join(sorted(gpus))}\n")
+    if rows["same"] and rows["slow"]:
+        print(table(summarize(rows["same"], False), summarize(rows["slow"], True)))
+    for k in rows:
+        for i, r in enumerate(rows[k], 1):
+            rel = "—" if r["rel"] is None else pct(100 * r["rel"])
+            sd = "—" if r["sd"] is None else f"{100 * r['sd']:.1f} %"
+            print(f"  {k} {i}: {r['verdict']} ({r['cause']}) {r['pairs']} pairs {r['seconds']:.1f} s "
+                  f"Δ {rel} sd {sd} re-taken {r['retaken']}")
+    print("\nFresh servers, runs in a row (probe --warmup 0; client steady-state decode, "
+          "tok/s, mean of the run's trials; engine decode mean; change vs the last run):\n")
+    print("| server | run | s after start | client decode | engine decode | vs last run |")
+    print("|---|---|---|---|---|---|")
+    for name, ws in warmups:
+        last = ws[-1]["client_mean"]
+        for w in ws:
+            eng = [x for x in w["engine_decode"] if x is not None]
+            e = f"{statistics.fmean(eng):.1f}" if eng else "—"
+            print(f"| {name} | {w['run']} | {w['since_start_s']:.0f} | {w['client_mean']:.1f} | {e} "
+                  f"| {pct(100 * (w['client_mean'] / last - 1))} |")
+
+
+def main_bench() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--server", required=True)
+    r.add_argument("--model", required=True)
+    r.add_argument("--template", required=True)
+    r.add_argument("--caliber", default="demo-code-rewrite")
+    r.add_argument("--same", type=int, default=10)
+    r.add_argument("--slow", type=int, default=10)
+    r.add_argument("--warm-runs", type=int, default=8, help="probe runs of fresh server A")
+    r.add_argument("--warm-runs-b", type=int, default=4, help="probe runs of fresh B servers")
+    r.add_argument("--warm-trials", type=int, default=5)
+    r.add_argument("--budget-s", type=float, default=540)
+    r.add_argument("--tag", default="1")
+    r.add_argument("--out", required=True)
+    r.add_argument("--workdir", default="/tmp/gpu/work")
+    r.add_argument("--store", default="/tmp/gpu/runs.sqlite")
+    t = sub.add_parser("table")
+    t.add_argument("files", nargs="+")
+    args = ap.parse_args()
+    if args.cmd == "run":
+        run(args)
+    else:
+        tables(args.files)
+
+
+if __name__ == "__main__":
+    main_bench()
