@@ -114,14 +114,33 @@ def probe_run(s: Server, args: argparse.Namespace, i: int) -> dict[str, Any]:
             "client_mean": v["result"]["client"]["decode_rate"]["mean"]}
 
 
-def ab_rep(a: Server, b: Server, args: argparse.Namespace) -> dict[str, Any]:
-    code, v, wall = cli(["ab", a.url, b.url, "--caliber", args.caliber, "--store", args.store,
-                         "--json"])
+def ab_row(v: dict[str, Any], code: int, wall: float | None) -> dict[str, Any]:
+    """One repetition's row from the JSON of `decodescope ab --json`."""
     look = v["look"] or {}
     return {"verdict": v["verdict"], "cause": v["cause"], "exit": code, "pairs": v["pairs"],
             "retaken": len(v["retaken"]), "seconds": v["seconds"], "wall_s": wall,
             "rel": look.get("rel"), "sd": look.get("sd"), "look": look,
-            "headline": v["headline"]}
+            "log_ratios": v.get("log_ratios"), "headline": v["headline"]}
+
+
+def ab_rep(a: Server, b: Server, args: argparse.Namespace) -> dict[str, Any]:
+    code, v, wall = cli(["ab", a.url, b.url, "--caliber", args.caliber, "--store", args.store,
+                         "--json"])
+    return ab_row(v, code, wall)
+
+
+def rows_from_raw(path: str, scenario: str, tag: str, gpu: str) -> None:
+    """Rows of a scenario from concatenated `ab --json` outputs (e.g. a shell loop's)."""
+    text, dec, i, rows = Path(path).read_text(), json.JSONDecoder(), 0, []
+    while True:
+        while i < len(text) and text[i].isspace():
+            i += 1
+        if i >= len(text):
+            break
+        v, i = dec.raw_decode(text, i)
+        rows.append(ab_row(v, v["exit_code"], None))
+    print(json.dumps({"tag": tag, "gpu": gpu, "servers": [], "warmup": [],
+                      "rows": {scenario: rows}, "source": Path(path).name}, indent=1))
 
 
 def gpu_name() -> str:
@@ -141,7 +160,7 @@ def run(args: argparse.Namespace) -> None:
     res: dict[str, Any] = {"tag": args.tag, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ",
                                                                        time.gmtime()),
                            "gpu": gpu_name(),
-                           "servers": [], "warmup": [], "rows": {"same": [], "slow": []},
+                           "servers": [], "warmup": [], "rows": {"self": [], "same": [], "slow": []},
                            "stopped": None}
     dest = out / f"ab_gpu_{args.tag}.json"
 
@@ -178,6 +197,7 @@ def run(args: argparse.Namespace) -> None:
         a = Server(args, "A", 8181, [])
         servers.append(a)
         warm(a, args.warm_runs)
+        reps(a, a, "self", args.self_reps)
         if args.same:
             b = Server(args, "B", 8182, [])
             servers.append(b)
@@ -204,14 +224,14 @@ def pct(x: float) -> str:
 
 
 def tables(files: list[str]) -> None:
-    rows: dict[str, list[dict[str, Any]]] = {"same": [], "slow": []}
+    rows: dict[str, list[dict[str, Any]]] = {"self": [], "same": [], "slow": []}
     warmups: list[tuple[str, list[dict[str, Any]]]] = []
     gpus = set()
     for f in files:
         d = json.loads(Path(f).read_text())
         gpus.add(d["gpu"])
         for k in rows:
-            rows[k].extend(d["rows"][k])
+            rows[k].extend(d["rows"].get(k, []))
         by: dict[str, list[dict[str, Any]]] = {}
         for w in d["warmup"]:
             by.setdefault(w["server"], []).append(w)
@@ -219,6 +239,13 @@ def tables(files: list[str]) -> None:
     print(f"GPU: {'; '.join(sorted(gpus))}\n")
     if rows["same"] and rows["slow"]:
         print(table(summarize(rows["same"], False), summarize(rows["slow"], True)))
+    if rows["self"]:
+        c = summarize(rows["self"], False)
+        kinds = ", ".join(f"{k} {n}" for k, n in c["verdicts"].items())
+        print(f"| one server against itself (control) | {c['reps']} | NO_CHANGE within "
+              f"40 pairs: {100 * c['rate']:.0f} % | {c['false_alarms']} | {kinds} | "
+              f"{c['median_pairs']:g} | {c['median_s']:.1f} | {pct(100 * c['median_rel'])} | "
+              f"{100 * c['median_sd']:.1f} % | {c['retaken']} |")
     for k in rows:
         for i, r in enumerate(rows[k], 1):
             rel = "—" if r["rel"] is None else pct(100 * r["rel"])
@@ -246,6 +273,8 @@ def main_bench() -> None:
     r.add_argument("--model", required=True)
     r.add_argument("--template", required=True)
     r.add_argument("--caliber", default="demo-code-rewrite")
+    r.add_argument("--self", dest="self_reps", type=int, default=0,
+                   help="repetitions of A against itself (the method's own control)")
     r.add_argument("--same", type=int, default=10)
     r.add_argument("--slow", type=int, default=10)
     r.add_argument("--warm-runs", type=int, default=8, help="probe runs of fresh server A")
@@ -258,9 +287,16 @@ def main_bench() -> None:
     r.add_argument("--store", default="/tmp/gpu/runs.sqlite")
     t = sub.add_parser("table")
     t.add_argument("files", nargs="+")
+    w = sub.add_parser("rows", help="rows of one scenario from concatenated `ab --json` outputs")
+    w.add_argument("file")
+    w.add_argument("--scenario", choices=("self", "same", "slow"), required=True)
+    w.add_argument("--tag", required=True)
+    w.add_argument("--gpu", required=True)
     args = ap.parse_args()
     if args.cmd == "run":
         run(args)
+    elif args.cmd == "rows":
+        rows_from_raw(args.file, args.scenario, args.tag, args.gpu)
     else:
         tables(args.files)
 
