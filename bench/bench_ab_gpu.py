@@ -15,9 +15,34 @@ runs out of time still returns what it measured):
     python bench/bench_ab_gpu.py run --server BIN --model GGUF --template JINJA \
         --same 10 --slow 10 --budget-s 540 --out $OUT
 
-Here, the table from the JSON files that came back (one or several calls):
+Here, the table from the JSON files that came back (one or several calls), rows of a scenario
+from concatenated raw `ab --json` outputs, and the sequential test replayed on one server's
+per-request rates (its log):
 
     python bench/bench_ab_gpu.py table FILE [FILE ...]
+    python bench/bench_ab_gpu.py rows self.jsonl --scenario self --tag 3 --gpu NAME > FILE
+    python bench/bench_ab_gpu.py trace SERVER_LOG
+
+How it was run on the lent H100 (docs/methodology.md §9; results in bench/results/). The
+device copies the session's repository root, so everything goes under its git-ignored `.gpu/`:
+`ds/` (../shared/gpu/build.sh and ds.py, src/decodescope as `decodescope/`, this file,
+bench_ab.py, _common.py in `bench/`), `sdist/llama.cpp-min.tar.gz` (vendor/llama.cpp of the
+llama-cpp-python 0.3.36 sdist without models/, docs/, media/, benches/), `whl/` (the runtime
+dependencies for cp312 except numpy and scipy, which the host has), and the GGUF in pieces
+under the 64 MiB a call carries (`p00/piece00` 40 MiB, `p01`…`p04` 57 MiB each). Calls:
+1. carry ds, sdist, whl, p00: `bash .gpu/ds/build.sh` (starts the CUDA build in its own
+   session), `pip install --no-index --no-deps --target /tmp/gpu/site .gpu/whl/*.whl`,
+   `cp -r /tmp/gpu/ds/decodescope /tmp/gpu/site/`;
+2.–4. carry p01, p02, p03 (each at once after the last: a machine goes back 30 s after a call):
+   `cp .gpu/p0N/piece0N /tmp/gpu/`;
+5. carry p04: `cat piece0* > gemma.gguf`, sha256 checked, wait for `/tmp/gpu/build.done`, then
+   `PYTHONPATH=/tmp/gpu/site python3 ds/bench/bench_ab_gpu.py run --server
+   llama.cpp/build/bin/llama-server --model gemma.gguf --template
+   site/decodescope/engines/gemma.jinja --same 10 --slow 10 --warm-runs 8 --warm-runs-b 4
+   --budget-s $((580 - SECONDS)) --tag 1 --out $OUT` (the build took 262 s of this call);
+6. the same with `--same 1 --slow 10 --warm-runs 4 --tag 2`;
+7. one server, 3 probe runs, then `python3 ds/ds.py ab URL URL --caliber demo-code-rewrite
+   --json >> $OUT/self.jsonl` 9 times (now `run --self N`).
 """
 
 from __future__ import annotations
@@ -26,7 +51,10 @@ import argparse
 import contextlib
 import io
 import json
+import math
 import os
+import random
+import re
 import shlex
 import signal
 import statistics
@@ -39,6 +67,7 @@ from typing import Any
 import httpx
 
 from decodescope.cli.main import main
+from decodescope.verdict.ab import Design, run_sequential, verdict_kind
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_ab import summarize, table  # noqa: E402
@@ -265,6 +294,50 @@ def tables(files: list[str]) -> None:
                   f"| {pct(100 * (w['client_mean'] / last - 1))} |")
 
 
+def eval_rates(path: str) -> list[float]:
+    """Per-request decode rates (tok/s) from a `llama-server` log ("eval time = … tokens per
+    second", prompt lines left out) or from a file of one number a line."""
+    rates = []
+    for line in Path(path).read_text().splitlines():
+        if "eval time" in line and "prompt eval" not in line:
+            m = re.search(r"([0-9.]+) tokens per second", line)
+            if m:
+                rates.append(float(m.group(1)))
+        elif re.fullmatch(r"\s*[0-9.]+\s*", line):
+            rates.append(float(line))
+    return rates
+
+
+def trace(path: str, seed: int) -> None:
+    """Replay `ab`'s sequential test on one server's own per-request rates, time-ordered:
+    consecutive requests paired (one process on both sides: its drift cancels), the first half
+    against the second (two processes that drift apart), and the same rates shuffled (no drift
+    at all). Windows of max-pairs pairs, disjoint and every 5 pairs."""
+    x = eval_rates(path)
+    design = Design()
+    n = len(x) // 2
+    shuffled = x[:]
+    random.Random(seed).shuffle(shuffled)
+    series = {
+        "one process (consecutive requests)": [math.log(x[2 * k + 1] / x[2 * k]) for k in range(n)],
+        "two processes (first half vs second)": [math.log(x[n + k] / x[k]) for k in range(n)],
+        "no drift (the rates shuffled)": [math.log(shuffled[n + k] / shuffled[k])
+                                          for k in range(n)],
+    }
+    print(f"{len(x)} requests; medians of 50 in a row: "
+          + ", ".join(f"{statistics.median(x[i:i + 50]):.0f}" for i in range(0, len(x), 50)))
+    print("| pairing | pairs | pair sd | mean | verdicts, disjoint windows | verdicts, every 5 |")
+    print("|---|---|---|---|---|---|")
+    for name, p in series.items():
+        cells = []
+        for step in (design.max_pairs, 5):
+            kinds = [verdict_kind(lk) for s0 in range(0, len(p) - design.max_pairs + 1, step)
+                     if (lk := run_sequential(p[s0:s0 + design.max_pairs], design)) is not None]
+            cells.append(", ".join(f"{k} {kinds.count(k)}" for k in sorted(set(kinds))))
+        print(f"| {name} | {len(p)} | {100 * statistics.stdev(p):.1f} % | "
+              f"{pct(100 * statistics.fmean(p))} | {cells[0]} | {cells[1]} |")
+
+
 def main_bench() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -292,8 +365,13 @@ def main_bench() -> None:
     w.add_argument("--scenario", choices=("self", "same", "slow"), required=True)
     w.add_argument("--tag", required=True)
     w.add_argument("--gpu", required=True)
+    tr = sub.add_parser("trace", help="replay the sequential test on one server's request rates")
+    tr.add_argument("file", help="llama-server log, or one rate (tok/s) a line")
+    tr.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
-    if args.cmd == "run":
+    if args.cmd == "trace":
+        trace(args.file, args.seed)
+    elif args.cmd == "run":
         run(args)
     elif args.cmd == "rows":
         rows_from_raw(args.file, args.scenario, args.tag, args.gpu)
