@@ -26,6 +26,7 @@ from decodescope.verdict.paired_test import (
     render_ab,
     run_sequential,
     same_host,
+    serial_rho,
     step,
     t_crit,
     verdict_kind,
@@ -430,3 +431,58 @@ def test_pairs_far_from_the_rest_are_named_not_averaged_away():
                    runs_verdict=None)
     line = next(x for x in v.lines if x.startswith("Far from the rest"))
     assert "pair 12 (−48.9%)" in line
+
+
+def _ar1(rng: random.Random, n: int, rho: float, sd: float) -> list[float]:
+    x = rng.gauss(0.0, sd / math.sqrt(1 - rho * rho))
+    out = []
+    for _ in range(n):
+        x = rho * x + rng.gauss(0.0, sd)
+        out.append(x)
+    return out
+
+
+def test_independent_pairs_are_taken_as_independent():
+    """White-noise pairs read a serial correlation beyond 1.96/sqrt(n) rarely (about 2.5 %)."""
+    rng = random.Random(7)
+    hits = sum(serial_rho([rng.gauss(0.0, 0.03) for _ in range(40)]) > 0 for _ in range(1000))
+    assert hits / 1000 <= 0.05
+    assert serial_rho([0.01, -0.01] * 3) == 0.0  # fewer than AB_SERIAL_MIN_PAIRS: never
+
+
+def test_pairs_of_two_drifting_servers_widen_the_interval_and_say_so():
+    """Two processes that drift apart over minutes (the H100 measurement, methodology §9):
+    neighbouring pairs alike. The interval is widened by the AR(1) factor, and the verdict
+    says the pairs are not independent and what to do instead."""
+    d = Design()
+    ratios = _ar1(random.Random(3), 40, 0.8, 0.03)
+    rho = serial_rho(ratios)
+    assert rho > 1.96 / math.sqrt(40)
+    lk = look(ratios, d, final=True)
+    assert lk.serial == pytest.approx(rho)
+    sd = statistics.stdev(ratios)
+    plain_half = t_crit(lk.level or 0.95, 39) * sd / math.sqrt(40)
+    assert (lk.hi - lk.lo) / 2 > plain_half * math.sqrt((1 + rho) / (1 - rho)) * 0.99
+    v = ab_verdict(ratios, ["AB", "BA"] * 20, [lk], d, stopped="max_pairs", run_a=1, run_b=2,
+                   urls=("a", "b"), fingerprints=(None, None), runs_verdict=None)
+    text = render_ab(v)
+    assert "Pairs not independent" in text and "server restarts" in text
+
+
+def test_the_serial_correction_never_adds_false_alarms():
+    """Drifting pairs with no change: the corrected test never alarms more than the t interval
+    alone (it only widens), measured over seeded AR(1) sequences."""
+    d = Design()
+    alarms = {True: 0, False: 0}
+    for corrected in (True, False):
+        rng = random.Random(11)
+        saved = th.AB_SERIAL_MIN_PAIRS
+        th.AB_SERIAL_MIN_PAIRS = saved if corrected else 10**9
+        try:
+            for _ in range(300):
+                lk = run_sequential(_ar1(rng, 40, 0.7, 0.03), d)
+                alarms[corrected] += lk is not None and verdict_kind(lk) in (
+                    "REGRESSION", "IMPROVEMENT")
+        finally:
+            th.AB_SERIAL_MIN_PAIRS = saved
+    assert alarms[True] <= alarms[False]

@@ -29,6 +29,12 @@ test goes on, and at the last look says so (INCONCLUSIVE, "below the minimum eff
 out"). NO_CHANGE whose change interval excludes 0 carries a note: a real change, smaller than
 the minimum effect. The stop never decides on fewer than `min_pairs` pairs.
 
+**Pairs that are not independent.** The t intervals assume independent pairs. Two server
+processes that drift apart over minutes make neighbouring pairs alike: a lag-1 autocorrelation
+of the pair log ratios beyond white noise's 1.96/√n (`serial_rho`) widens both intervals by the
+AR(1) variance factor √((1 + ρ)/(1 − ρ)) with n(1 − ρ)/(1 + ρ) effective pairs (Box, Jenkins &
+Reinsel, *Time Series Analysis*, the variance of a mean under AR(1)); the verdict says so.
+
 Pure: no I/O.
 """
 
@@ -139,6 +145,7 @@ class Look:
     eq_hi: float | None = None
     level: float | None = None  # change interval's confidence level
     eq_level: float | None = None
+    serial: float | None = None  # lag-1 autocorrelation of the pairs that widened the intervals
 
     @property
     def rel(self) -> float:
@@ -176,10 +183,13 @@ def look(log_ratios: Sequence[float], design: Design, *, final: bool = False) ->
         raise ValueError("a look needs at least 2 pairs")
     m = statistics.fmean(log_ratios)
     sd = statistics.stdev(log_ratios)
-    se = sd / math.sqrt(n)
+    rho = serial_rho(log_ratios)
+    n_eff = n * (1.0 - rho) / (1.0 + rho) if rho else float(n)
+    se = sd / math.sqrt(n_eff)
+    df = max(2, math.floor(n_eff) - 1) if rho else n - 1
     lev, eq_lev = design.levels_at(n)
-    half = t_crit(lev, n - 1) * se
-    eq_half = t_crit(eq_lev, n - 1) * se
+    half = t_crit(lev, df) * se
+    eq_half = t_crit(eq_lev, df) * se
     lo, hi = m - half, m + half
     eq_lo, eq_hi = m - eq_half, m + eq_half
     edge = math.log1p(design.min_effect)
@@ -199,7 +209,24 @@ def look(log_ratios: Sequence[float], design: Design, *, final: bool = False) ->
         # not ruled out: never NO_CHANGE
     else:
         decision = "undecided"
-    return Look(n, m, sd, lo, hi, decision, eq_lo, eq_hi, lev, eq_lev)
+    return Look(n, m, sd, lo, hi, decision, eq_lo, eq_hi, lev, eq_lev, rho or None)
+
+
+def serial_rho(log_ratios: Sequence[float]) -> float:
+    """The lag-1 autocorrelation of the pairs in order when it is beyond white noise's
+    1.96/√n and there are at least AB_SERIAL_MIN_PAIRS pairs (capped at AB_SERIAL_MAX_RHO);
+    else 0 (independent pairs, as the t interval assumes)."""
+    n = len(log_ratios)
+    if n < th.AB_SERIAL_MIN_PAIRS:
+        return 0.0
+    m = statistics.fmean(log_ratios)
+    den = sum((x - m) ** 2 for x in log_ratios)
+    if den <= 0.0:
+        return 0.0
+    rho = sum((log_ratios[i] - m) * (log_ratios[i - 1] - m) for i in range(1, n)) / den
+    if rho <= 1.96 / math.sqrt(n):
+        return 0.0
+    return min(rho, th.AB_SERIAL_MAX_RHO)
 
 
 def step(log_ratios: Sequence[float], design: Design) -> Look | None:
@@ -456,6 +483,14 @@ def ab_verdict(log_ratios: Sequence[float], orders: Sequence[str], looks: Sequen
         lines.append(f"Pair log-ratio sd {100 * sd:.1f} %"
                      + (f"; about {hint} pairs give ±{HINT_HALF_WIDTH:.0%} at this sd."
                         if hint else "."))
+    if lk is not None and lk.serial:
+        eff = lk.pairs * (1.0 - lk.serial) / (1.0 + lk.serial)
+        lines.append(f"Pairs not independent: lag-1 autocorrelation {lk.serial:.2f} of the pairs "
+                     f"in order (beyond white noise's {1.96 / math.sqrt(lk.pairs):.2f}) — the "
+                     "two servers drift apart over minutes; intervals widened "
+                     f"×{math.sqrt((1 + lk.serial) / (1 - lk.serial)):.2f} ({eff:.1f} effective "
+                     "pairs). Repeat the A/B over server restarts rather than taking more "
+                     "pairs of these two processes.")
     if retaken:
         lines.append(f"Re-taken, not pooled ({len(retaken)}): "
                      + "; ".join(r.describe() for r in retaken[:6])

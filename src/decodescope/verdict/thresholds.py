@@ -46,6 +46,16 @@ AB_ALPHA = 0.05
 AB_MIN_PAIRS = 6
 AB_MAX_PAIRS = 40
 AB_LOOKS = 6
+# Pairs of two server processes are not independent when the processes drift apart over minutes
+# (measured on an H100, llama.cpp CUDA: one process's per-request rate lag-1 correlated 0.74,
+# 50-request medians moving 714–926 tok/s; two identical servers then "differed" by −6 … +14 %
+# between repetitions, docs/methodology.md §9). A lag-1 autocorrelation ρ of the pair log
+# ratios beyond white noise's 1.96/√n (Bartlett) widens the interval by the AR(1) variance
+# factor √((1 + ρ)/(1 − ρ)) and takes n(1 − ρ)/(1 + ρ) effective pairs (ρ at most
+# AB_SERIAL_MAX_RHO); from AB_SERIAL_MIN_PAIRS pairs on. Alternating order makes a drift
+# within a pair negative-correlated: a ρ below 0 never narrows the interval.
+AB_SERIAL_MIN_PAIRS = 8
+AB_SERIAL_MAX_RHO = 0.9
 AB_SPENDING = "pocock"  # Lan–DeMets Pocock-type: early looks can stop (fast both ways)
 # A pair whose trial stalled, was contaminated or missed its caliber is re-taken, at most this
 # share of --max-pairs times (at least AB_RETAKES_MIN): beyond, the cause persists and decides.
