@@ -1,11 +1,11 @@
 """End-to-end history on the real engine: llama.cpp's llama-server + Gemma 3 270M (CPU).
 
 One endpoint (one loopback port) is probed over a stretch of runs, restarted under another
-launch command — a smaller n-gram draft, `--spec-ngram-simple-size-m 8 → 2` — and probed
-again (issue 34, "Must show"):
+launch command, and probed again (issue 34, "Must show"):
 
-    6 runs, n-gram drafts of up to 8 tokens      (MAL ≈ 6 on this code rewrite)
-    restart: drafts of up to 2 tokens            (MAL ≤ 3)
+    6 runs, n-gram drafts (m = 8)                   MAL ≈ 5.9 on this code rewrite
+    restart with `--spec-synth-len 1` added:        the same drafts, every one rejected
+                                                    (MAL 1, each step still verifies 9 tokens)
     6 runs
 
 `decodescope history` over the stored runs finds the change between run 6 and run 7 and names
@@ -14,8 +14,13 @@ scrapes the server's /metrics over the whole stretch; `history prom+http://…` 
 finds the change at the restart (llama.cpp's counters start again from zero there), and with
 `--fingerprints` the stored runs name the flag.
 
-Only positions, words that follow from the fingerprint and flags are asserted, never speeds:
-the hosts are shared 2-core machines (no timing assertion under load).
+Why this change: it has to stand out of a shared 2-core host's run-to-run spread. A smaller
+draft (`--spec-ngram-simple-size-m 8 → 2`) was tried first: on this build m = 2 drafts nothing
+(MAL 1), decode −38.5 % (95 % CI −44.8 … −31.5 %) with a 6 % run spread on a quiet host, but
+under load (average 5) the runs spread 57 % and both launches read 17 tok/s: no change.
+Rejected drafts keep the 9-token verification of every step and lose its tokens: a larger
+drop. Only positions, words that follow from the fingerprint and flags are asserted, never
+speeds (no timing assertion under load).
 """
 
 from __future__ import annotations
@@ -25,7 +30,6 @@ import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -48,9 +52,9 @@ needs_prometheus = pytest.mark.skipif(
 RUNS = 6  # per launch: MIN_SEGMENT (3) on each side with room for one slow run
 TRIALS = 2
 SERIES = "check=e2e-history"
-FLAG = "--spec-ngram-simple-size-m"
+FLAG = "--spec-synth-len"
 BEFORE = EngineSettings(threads=2, spec="ngram", ngram_m=8)
-AFTER = EngineSettings(threads=2, spec="ngram", ngram_m=2)
+AFTER = EngineSettings(threads=2, spec="synth", spec_synth_len=1, ngram_m=8)
 SCRAPE_S = 1.0
 # One Prometheus point per query step. llama.cpp moves its token counters when a request
 # finishes (FINISH_UPDATED), so a window holds whole requests: 4 s keeps most windows to
@@ -163,10 +167,9 @@ def test_history_of_stored_runs_finds_the_restart_and_names_the_flag(stretch, ca
     (c,) = at
     assert c["origin"] == "stack change" and c["stack_changed"] is True, c
     assert _flag_rows(c), c["fingerprint_changes"]
-    assert "8" in _flag_rows(c)[0] and "2" in _flag_rows(c)[0]
     # the launch changed: a stack word either way (speed direction is not asserted)
     assert c["word"] in ("REGRESSION", "IMPROVEMENT"), c["label"]
-    # MAL is exact, not timing: drafts of 2 tokens accept at most 3 per step, 8 up to 9
+    # tokens per step is counts, not timing: every draft rejected leaves one token a step
     assert c["tokens_per_step"] is not None and c["tokens_per_step"]["rel"] < 0, c
     # no other change inside either launch
     assert len(out["changes"]) == 1, [x["label"] for x in out["changes"]]
@@ -175,9 +178,14 @@ def test_history_of_stored_runs_finds_the_restart_and_names_the_flag(stretch, ca
 
 @needs_engine
 @needs_prometheus
-def test_history_over_prometheus_finds_the_restart(stretch, capsys):
+@pytest.mark.parametrize("offset_s", [0, 1, 2, 3])
+def test_history_over_prometheus_finds_the_restart(stretch, offset_s, capsys):
+    """The same range at four alignments of the query steps: where the windows fall must not
+    decide whether the change is seen (llama.cpp counts a request's tokens when it finishes;
+    its rate is read over the engine's own decode seconds, not the window's)."""
     (a0, a1), (b0, b1) = stretch.phases
-    sel = f"prom+{stretch.prom}/?job=llamacpp&step={STEP_S:g}s@{stamp(a0)}..{stamp(b1)}"
+    sel = (f"prom+{stretch.prom}/?job=llamacpp&step={STEP_S:g}s"
+           f"@{stamp(a0 + offset_s)}..{stamp(b1)}")
     code, out = _history(capsys, sel, "--fingerprints", SERIES, "--store", stretch.store)
     assert out["status"] == "ok", out
     restart = next(i for i, p in enumerate(out["points"]) if p["t"] >= a1)
