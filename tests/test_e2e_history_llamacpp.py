@@ -171,8 +171,9 @@ def test_history_of_stored_runs_finds_the_restart_and_names_the_flag(stretch, ca
     assert c["word"] in ("REGRESSION", "IMPROVEMENT"), c["label"]
     # tokens per step is counts, not timing: every draft rejected leaves one token a step
     assert c["tokens_per_step"] is not None and c["tokens_per_step"]["rel"] < 0, c
-    # no other change inside either launch
-    assert len(out["changes"]) == 1, [x["label"] for x in out["changes"]]
+    # no other stack change: what else moves inside a launch is the shared host's load, and
+    # history says so (SHIFT: no stack change seen), never REGRESSION / IMPROVEMENT
+    assert all(x["word"] == "SHIFT" for x in out["changes"] if x is not c), out["changes"]
     assert code == (1 if c["word"] == "REGRESSION" else 0)
 
 
@@ -192,10 +193,13 @@ def test_history_over_prometheus_finds_the_restart(stretch, offset_s, capsys):
     near = [c for c in out["changes"] if abs(c["index"] - restart) <= 1]
     assert near, ("no change at the restart", restart, out["changes"], out["points"])
     (c,) = near
-    assert c["origin"] in ("restart", "stack change"), c
+    # found at the counter reset, or by the tokens-per-step candidate at the same place
+    assert c["origin"] in ("restart", "stack change", "tokens per step"), c
     # the stored runs on each side of it name the flag
     assert c["fingerprints_from"] is not None, c
     assert _flag_rows(c), c["fingerprint_changes"]
     assert c["word"] in ("REGRESSION", "IMPROVEMENT"), c["label"]
-    assert len(out["changes"]) == 1, [x["label"] for x in out["changes"]]
+    # measured under load: the first 25 s of a launch at a third of the step rate of the rest
+    # read "SHIFT (no stack change seen)" — the host, said as such; never a stack word
+    assert all(x["word"] == "SHIFT" for x in out["changes"] if x is not c), out["changes"]
     assert code == (1 if c["word"] == "REGRESSION" else 0)

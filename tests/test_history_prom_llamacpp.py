@@ -38,3 +38,17 @@ def test_a_window_without_the_engine_seconds_keeps_its_wall_time():
                      draft_tokens=0, accepted_tokens=0, running=1.0)
     (p,) = points_from_windows([w], engine="vllm", spec=NO_SPEC)
     assert p.decode == pytest.approx(24.0)
+
+
+@pytest.mark.parametrize("df", [1e8, 1e13, 1e17, 1e20, 1e300])
+def test_student_t_at_huge_df_is_the_normal_not_a_crash(df):
+    """Welch's df of a stretch whose values barely vary (llama.cpp's tokens per step of 1.0
+    exactly, every window) reached 1e20: t_quantile divided by zero (exit 70), and t_cdf
+    read 0.5 at 1.96 from df ≈ 1e17."""
+    from decodescope.verdict.stats import t_cdf, t_pdf, t_quantile
+
+    assert t_quantile(0.975, df) == pytest.approx(1.959964, abs=1e-5)
+    assert t_cdf(1.959964, df) == pytest.approx(0.975, abs=1e-6)
+    assert t_pdf(0.0, df) == pytest.approx(0.398942, abs=1e-6)
+    # and the ordinary range is untouched
+    assert t_quantile(0.975, 10) == pytest.approx(2.228139, abs=1e-5)
