@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -168,6 +168,19 @@ def _one_caliber(runs: Sequence[StoredRun], selector: str) -> str | None:
     return next((r.caliber_ref for r in runs if r.caliber_ref), None)
 
 
+def _over_engine_seconds(w: EngineWindow) -> EngineWindow:
+    """A window whose engine counts a request's tokens when it finishes, together with the
+    seconds it spent decoding them (llama.cpp's tokens_predicted_seconds_total, kept as
+    printed["decode_s"]): its tokens over its wall time count the requests that happened to
+    finish in it (24, 48, 72 tok/s for one, two, three 96-token requests in a 4 s step,
+    whatever their speed), so its rates are taken over those engine seconds, per request
+    (running 1: the seconds are summed over requests)."""
+    d = w.printed.get("decode_s")
+    if w.flags or not d or d <= 0 or w.t_start_s is None or not w.generation_tokens:
+        return w
+    return replace(w, t_end_s=w.t_start_s + d, running=1.0)
+
+
 def points_from_windows(windows: Sequence[EngineWindow], *, engine: str | None,
                         spec: dict[str, Any] | None) -> list[hi.Point]:
     """Engine windows (a Prometheus range, one per query step) as history points: each active
@@ -183,6 +196,7 @@ def points_from_windows(windows: Sequence[EngineWindow], *, engine: str | None,
     for w in windows:
         if "reset" in w.flags:
             restart = True
+        w = _over_engine_seconds(w)
         if w.flags or not w.generation_tokens or not w.running or w.t_start_s is None:
             continue
         side = side_from_windows("w", [w], engine=engine, logged_spec=spec, trim=False, block=1)

@@ -69,13 +69,24 @@ def betainc(a: float, b: float, x: float) -> float:
     return 1.0 - front * _betacf(b, a, 1.0 - x) / b
 
 
+# Above this many degrees of freedom Student's t is the normal distribution to within 1e-7,
+# and the lgamma / incomplete-beta forms below lose their digits (wrong from df ≈ 1e13, a
+# division by zero in t_quantile at 1e20: Welch's df of a stretch whose values barely vary).
+NORMAL_DF = 1e7
+_NORMAL = statistics.NormalDist()
+
+
 def t_cdf(t: float, df: float) -> float:
     """P(T <= t) for Student's t with df degrees of freedom (df may be fractional)."""
+    if df > NORMAL_DF:
+        return _NORMAL.cdf(t)
     tail = 0.5 * betainc(df / 2.0, 0.5, df / (df + t * t))
     return 1.0 - tail if t >= 0 else tail
 
 
 def t_pdf(t: float, df: float) -> float:
+    if df > NORMAL_DF:
+        return _NORMAL.pdf(t)
     ln = (math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
           - (df + 1) / 2 * math.log1p(t * t / df))
     return math.exp(ln)
@@ -90,6 +101,8 @@ def t_quantile(p: float, df: float) -> float:
         return -t_quantile(1.0 - p, df)
     if p == 0.5:
         return 0.0
+    if df > NORMAL_DF:
+        return _NORMAL.inv_cdf(p)
     lo, hi = 0.0, 1.0
     while t_cdf(hi, df) < p:
         lo, hi = hi, hi * 2.0
