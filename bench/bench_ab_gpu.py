@@ -65,9 +65,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from decodescope.verdict.ab import Design, run_sequential, verdict_kind
 
 from decodescope.cli.main import main
-from decodescope.verdict.ab import Design, run_sequential, verdict_kind
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_ab import summarize, table  # noqa: E402

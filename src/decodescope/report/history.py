@@ -76,7 +76,7 @@ def text(r: HistoryResult | FleetResult) -> str:
     lines.extend(f"  {_level(lv, h)}" for lv in h.levels)
     lines.extend(h.notes)
     lines.append(f"Detector: {h.method} candidates (ruptures) confirmed by a two-sample test "
-                 "with each stretch's between-run spread (docs/methodology.md §9).")
+                 "with each stretch's between-run spread (docs/methodology.md §10).")
     return "\n".join(lines)
 
 

@@ -10,7 +10,7 @@ rate and tokens per step (or MAL). `detect` finds the change points and attribut
    change differs from one side only).
 2. **Candidates**: a maintained change-point library (`ruptures`, kernel change-point
    detection with a linear kernel — penalised least squares solved by PELT in C; the choice is
-   measured in bench/bench_history.py, docs/methodology.md §9) over the log decode rate, and
+   measured in bench/bench_history.py, docs/methodology.md §10) over the log decode rate, and
    over the log tokens-per-step series when it exists (a content change moves it with little
    noise); plus every place where the stack fingerprint changes (a restart under another
    launch, engine version, host: known in advance, so tested at a laxer level).
@@ -47,7 +47,7 @@ from decodescope.verdict.rate_change import carrier
 from decodescope.verdict.stack import stack_key, usable
 from decodescope.verdict.stats import Change, t_cdf, t_quantile
 
-# -- rules (docs/methodology.md §9) ------------------------------------------------------------
+# -- rules (docs/methodology.md §10) ------------------------------------------------------------
 # A change needs this many runs on each side: two runs agreeing by chance are not a level.
 MIN_SEGMENT = 3
 # A run this many robust sds away from the runs on both sides of it is a spike, not a level.
