@@ -506,11 +506,13 @@ def ab_verdict(log_ratios: Sequence[float], orders: Sequence[str], looks: Sequen
                 f"{design.min_effect:.0%}, but its equivalence interval {lk.describe_eq()} "
                 f"reaches beyond ±{design.min_effect:.0%}.")
     elif cause == "between-process spread":
+        floor = 100 * math.expm1(design.process_floor(design.level))
         head = (f"INCONCLUSIVE (between-process spread) — decode {lk.describe()}, interval at "
-                f"{lev}: two server processes of A's stack differ by τ ≈ "
-                f"{100 * design.process_sd:.1f} % (upper bound carried), so no number of pairs "
-                f"between these two processes can rule out a change of ±{design.min_effect:.0%}"
-                f" or show one below {pct(math.expm1(design.process_floor(design.level)))}.")
+                f"{lev}: two server processes of A's stack differ in level (τ up to "
+                f"{100 * design.process_sd:.1f} %, the upper bound carried), which alone keeps "
+                f"the interval ±{floor:.1f} % wide — no number of pairs between these two "
+                f"processes rules out a change of ±{design.min_effect:.0%} here or shows one "
+                f"smaller than {floor:.1f} %.")
     else:
         head = (f"INCONCLUSIVE — decode {lk.describe()}, interval at {lev}: neither a "
                 f"change of ≥ {design.min_effect:.0%} nor its absence is shown.")
