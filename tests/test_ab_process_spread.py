@@ -318,3 +318,46 @@ def test_ab_between_two_simulators_says_whether_one_process_and_what_tau_it_carr
     assert p["spread"]["tau"] is None and p["spread"]["why"]
     assert out["design"]["process_sd"] == 0.0
     assert any(x.startswith("Two server processes") for x in out["lines"])
+
+
+def test_ab_between_two_simulator_processes_carries_tau_learned_from_three(tmp_path: Path,
+                                                                           capsys):
+    # Three `decodescope sim` processes of one launch (their port left out of the stack): two
+    # probe runs each into the store, then `ab` between two of them learns τ of A's stack from
+    # those runs (3 processes) and carries its upper bound.
+    import subprocess
+    import sys
+    from contextlib import ExitStack
+
+    from test_ab import SHORT
+
+    cal = tmp_path / "short.toml"
+    cal.write_text(SHORT)
+    db = str(tmp_path / "s.sqlite")
+    main_ = "import sys; from decodescope.sim.command import command; sys.exit(command())"
+    urls: list[str] = []
+    with ExitStack() as stack:
+        for _ in range(3):
+            proc = subprocess.Popen([sys.executable, "-c", main_, "--port", "0", "--json",
+                                     "--time-scale", "0.1", "--seed", "3"],
+                                    stdout=subprocess.PIPE, text=True)
+            stack.callback(proc.wait, 10)
+            stack.callback(proc.terminate)
+            assert proc.stdout is not None
+            stack.callback(proc.stdout.close)
+            urls.append(json.loads(proc.stdout.readline())["url"])
+            for _ in range(2):
+                assert main(["probe", urls[-1], "--caliber", str(cal), "--trials", "3",
+                             "--warmup", "0", "--no-scrape", "--store", db, "--json"]) == 0
+        capsys.readouterr()
+        code = main(["ab", urls[0], urls[1], "--caliber", str(cal), "--store", db,
+                     "--no-scrape", "--json", "--max-pairs", "6", "--looks", "1",
+                     "--min-effect", "10"])
+        out = json.loads(capsys.readouterr().out)
+    assert code in (0, 1, 3), out["headline"]
+    p = out["processes"]
+    print(out["headline"], *out["lines"], sep="\n")
+    assert p["differ"] is True and p["known"] is True, p
+    sp = p["spread"]
+    assert sp["processes"] == 3 and sp["runs"] == 6 and sp["df_between"] == 2, sp
+    assert p["tau_carried"] == sp["tau_upper"] == out["design"]["process_sd"] >= sp["tau"] >= 0
