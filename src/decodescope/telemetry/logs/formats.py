@@ -19,7 +19,7 @@ SGLang and llama.cpp records are made by their engine modules (sglang.py, llamac
 assemblers build windows from the records.
 
 To add a vLLM line kind: a row here (with a sample; a VLine needs nothing more) and its case
-in vllm_windows.VllmAssembler.feed, and a fixture line in a test (docs/logs.md). For SGLang
+in vllm_windows.VllmAssembler, and a fixture line in a test (docs/logs.md). For SGLang
 and llama.cpp: a row here, its record and case in the engine's parse and assembler.
 """
 
@@ -67,7 +67,9 @@ class Row:
     # been cut is whole; None: ends_whole when the row has `ends`, else never.
     make: Callable[[Row, str, int, int, Clock, ParseCounts], Any] | None = None
     whole: Callable[[Row, str, Any], bool] | None = None
-    search: str | None = None  # the text searched for in blocks when not the keyword
+    # The text searched for in the blocks (vllm.KEYWORDS), when not the keyword: each text is
+    # one more pass over every block (~0.3 ms per MiB), so rows share one where they can.
+    search: str | None = None
     lean: bool = True  # False: searched only until the assembler knows the spec config
 
     @property
@@ -131,7 +133,8 @@ def ends_whole(row: Row, message: str) -> bool:
 # Each vLLM row names its record type, defined next to it, and says how it is made (`make`);
 # vllm.py only dispatches: the first row whose keyword is in the line makes its record. A
 # row without `make` gives a VLine (make_line): its fields as numbers, no code of its own.
-# Add a kind: a row here (with a sample) and its case in vllm_windows.VllmAssembler.feed.
+# Add a kind: a row here (with a sample) and its case in vllm_windows.VllmAssembler._line
+# (a VLine) or .feed (a record type of its own).
 _INT = re.compile(r"\d+")
 _ENGINE_TAG = re.compile(r"(?:Engine (\d+)|(\d+) Engines Aggregated):\s*$")
 
