@@ -127,8 +127,6 @@ class VllmAssembler:
         self.interval_change_count = 0
 
     def feed(self, rec: VStats | VSpec | VConfig | VLine) -> list[EngineWindow]:
-        if isinstance(rec, VLine):
-            return self._line(rec)
         if isinstance(rec, VConfig):
             self.spec_configured = rec.spec
             if rec.spec:
@@ -146,6 +144,8 @@ class VllmAssembler:
             p = self._add((rec.pid, rec.engine_id), rec.pid, rec.t_s, DEFAULT_INTERVAL_S[rec.variant])
             p.stats = rec
             self._open[rec.pid] = p
+        elif isinstance(rec, VLine):
+            return self._line(rec)
         else:
             opened = self._open.pop(rec.pid, None)
             if opened is not None and opened.spec is None and _close(opened.t_s, rec.t_s):
