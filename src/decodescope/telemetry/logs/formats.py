@@ -51,6 +51,15 @@ class Row:
     kind: str
     keyword: str  # the text that marks the line (searched in every block)
     record: str  # the record type the engine module makes
+    # vLLM: make(row, text, i, j, clock, counts) -> record | Unparsed | None, the keyword at
+    # text[i:j]; None: make_line (a VLine). whole(row, message, record): a line that may have
+    # been cut is whole; None: ends_whole when the row has `ends`, else never.
+    make: Callable[[Row, str, int, int, Clock, ParseCounts], Any] | None = None
+    whole: Callable[[Row, str, Any], bool] | None = None
+    # The text searched for in the blocks (vllm.KEYWORDS), when not the keyword: each text is
+    # one more pass over every block (~0.3 ms per MiB), so rows share one where they can.
+    search: str | None = None
+    lean: bool = True  # False: searched only until the assembler knows the spec config
     # `key: value` lines: printed name -> record field (EngineWindow.printed name)
     field_map: Mapping[str, str] = field(default_factory=dict)
     # regex lines: name -> pattern (named groups), searched in the line
@@ -62,15 +71,6 @@ class Row:
     common: tuple[tuple[str, str, str], ...] = ()
     samples: tuple[Sample, ...] = ()
     also: tuple[str, ...] = ()  # further keywords that mark the same kind of line
-    # vLLM: make(row, text, i, j, clock, counts) -> record | Unparsed | None, the keyword at
-    # text[i:j]; None: make_line (a VLine). whole(row, message, record): a line that may have
-    # been cut is whole; None: ends_whole when the row has `ends`, else never.
-    make: Callable[[Row, str, int, int, Clock, ParseCounts], Any] | None = None
-    whole: Callable[[Row, str, Any], bool] | None = None
-    # The text searched for in the blocks (vllm.KEYWORDS), when not the keyword: each text is
-    # one more pass over every block (~0.3 ms per MiB), so rows share one where they can.
-    search: str | None = None
-    lean: bool = True  # False: searched only until the assembler knows the spec config
 
     @property
     def keywords(self) -> tuple[str, ...]:
