@@ -51,7 +51,7 @@ def test_a_required_field_missing_is_not_understood_by_kind():
 def test_reader_is_the_table():
     """Every vLLM row is dispatched and searched; the texts searched are the rows' own."""
     rows = [r for r in F.ROWS if r.engine == "vllm"]
-    assert [r for _, r, _ in vllm._DISPATCH] == rows
+    assert [r for _, _, r, _ in vllm._DISPATCH] == rows
     texts = {(r.search or r.keyword).encode() for r in rows}
     assert set(vllm.KEYWORDS) == texts
     assert set(vllm.LEAN_KEYWORDS) == {(r.search or r.keyword).encode() for r in rows if r.lean}

@@ -30,8 +30,8 @@ LEAN_KEYWORDS = tuple(dict.fromkeys(
 KEYWORDS = (*LEAN_KEYWORDS, *dict.fromkeys(
     kw.encode() for r in ROWS if not r.lean for kw in ((r.search,) if r.search else r.keywords)))
 
-# (keyword, its row, how the row makes its record), in table order: the first one found wins
-_DISPATCH = tuple((kw, r, r.make or F.make_line) for r in ROWS for kw in r.keywords)
+# (keyword, its length, its row, how the row makes its record), in table order: the first one found wins
+_DISPATCH = tuple((kw, len(kw), r, r.make or F.make_line) for r in ROWS for kw in r.keywords)
 _ROW_OF_RECORD = {r.record: r for r in reversed(ROWS)}  # record type name -> its first row
 _ROW_OF_KIND = {r.kind: r for r in ROWS}
 # The rows' common print order as one anchored regex each (built from the rows: formats.py)
@@ -44,10 +44,10 @@ Record = VStats | VSpec | VConfig | VLine
 def parse(text: str, clock: Clock, counts: ParseCounts) -> Record | Unparsed | None:
     """Read one vLLM line (ANSI already stripped). None: keyword seen but not a line of its
     row (a keyword in other text)."""
-    for kw, row, make in _DISPATCH:
+    for kw, n, row, make in _DISPATCH:
         i = text.find(kw)
         if i >= 0:
-            rec: Record | Unparsed | None = make(row, text, i, i + len(kw), clock, counts)
+            rec: Record | Unparsed | None = make(row, text, i, i + n, clock, counts)
             return rec
     return None
 
