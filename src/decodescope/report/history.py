@@ -138,15 +138,17 @@ def _marks(h: History, hours: list[float]) -> list[Mark]:
     def edge(i: int, j: int) -> float:
         return (hours[i] + hours[j]) / 2.0 if 0 <= j < n else hours[i]
 
+    def warming(i: int) -> bool:
+        s = h.points[i].server
+        return s is not None and s.warming
+
     i = 0
     while i < n:
-        s = h.points[i].server
-        if s is None or not s.warming:
+        if not warming(i):
             i += 1
             continue
         j = i
-        while j + 1 < n and (h.points[j + 1].server is not None
-                             and h.points[j + 1].server.warming):  # type: ignore[union-attr]
+        while j + 1 < n and warming(j + 1):
             j += 1
         keys = [p.key for p in h.points[i:j + 1]]
         marks = sorted({server_mark(p.server) for p in h.points[i:j + 1]})

@@ -166,18 +166,18 @@ class RestartState:
     def text(self) -> str:
         parts = []
         after = self.left_out or self.fresh_after
-        if after:
-            start = (f"fresh: its server started {_utc(self.server_start)}, {after[0]} "
-                     f"{_dur(self.first_since_s or 0.0)} after" if self.server_start is not None
-                     else "its server's start unknown")
-            parts.append(f"{span(after)} after it ran on a server warming up ({start})")
+        start = (f"fresh: its server started {_utc(self.server_start)}, {after[0]} "
+                 f"{_dur(self.first_since_s or 0.0)} after" if after and
+                 self.server_start is not None else "its server's start unknown")
         if self.left_out:
-            parts.append(f"{span(self.left_out)}, inside the warm-up that server's stored runs "
-                         f"show, left out: the level after it is measured from "
-                         f"{self.measured_from} on")
+            parts.append(f"{span(self.left_out)} after it ran on a server warming up ({start}; "
+                         "inside the warm-up that server's stored runs show): left out, the "
+                         f"level after it is measured from {self.measured_from} on")
         if self.fresh_after:
-            parts.append(f"{span(self.fresh_after)} counted in the level after it (no warm-up "
-                         "with an end in that server's stored runs)")
+            who = (f"{span(self.fresh_after)} still ran on a fresh server" if self.left_out else
+                   f"{span(self.fresh_after)} after it ran on a server warming up ({start})")
+            parts.append(f"{who}: counted in the level after it (no warm-up with an end in "
+                         "that server's stored runs)")
         if self.before:
             parts.append(f"{span(self.before)} before it ran on a server warming up: this change "
                          "may be the end of its warm-up (the server's state), not the stack's")
