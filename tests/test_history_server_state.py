@@ -218,3 +218,16 @@ def test_a_restart_whose_runs_are_all_fresh_counts_them_and_says_so(store):
            "started" in c.server.text()
     assert "counted in the level after it" in c.server.text()
     assert c.server.before == ()  # the runs before it ran on another server: not its warm-up
+
+
+def test_a_step_late_in_a_long_lived_server_stays_a_change_point(store):
+    """One server process, 12 runs at 50 then 12 at 60, hours after its start: Mann–Kendall
+    reads the step as a "warm-up" of that process (server_state's rule, marked), but no run
+    is fresh, so none is left out and the step is a change point."""
+    ids = [add(store, 50.0 * v, S1 + 3600 + 120 * i, S1) for i, v in enumerate(LATE + LATE[:4])]
+    ids += [add(store, 60.0 * v, S1 + 7200 + 120 * i, S1) for i, v in enumerate(LATE + LATE[:4])]
+    h = history(store, SERIES).history
+    assert h.warm_up == []
+    (c,) = h.changes
+    assert c.after == f"run {ids[12]}" and c.decode.rel == pytest.approx(0.2, abs=0.01)
+    assert any(p.server is not None and p.server.in_warmup for p in h.points)

@@ -135,8 +135,14 @@ def _marks(h: History, hours: list[float]) -> list[Mark]:
     idx = {p.key: i for i, p in enumerate(h.points)}
     n = len(h.points)
 
+    gaps = sorted(b - a for a, b in zip(hours, hours[1:], strict=False))
+    pad = gaps[len(gaps) // 2] / 2.0 if gaps else 0.0  # half the median spacing of runs
+
     def edge(i: int, j: int) -> float:
-        return (hours[i] + hours[j]) / 2.0 if 0 <= j < n else hours[i]
+        """The band's edge beside point i, toward its neighbour j: half the median spacing
+        out, never past the midpoint to j (a band covers its runs, not the empty time)."""
+        room = abs(hours[j] - hours[i]) / 2.0 if 0 <= j < n else pad
+        return hours[i] + (min(pad, room) if j > i else -min(pad, room))
 
     def warming(i: int) -> bool:
         s = h.points[i].server
@@ -156,11 +162,13 @@ def _marks(h: History, hours: list[float]) -> list[Mark]:
                         f"{span(keys)}: server warming up ({'; '.join(marks)})", "server"))
         i = j + 1
     for c in h.changes:
-        a, b = idx.get(c.before), idx.get(c.after)
-        if a is None or b is None:
+        # midway between the run before it and the next run (a restart's first run, when
+        # warm-up runs were left out before the level after it)
+        a = idx.get(c.before)
+        if a is None or a + 1 >= n:
             continue
-        out.append(Mark("line", (hours[a] + hours[b]) / 2.0, (hours[a] + hours[b]) / 2.0,
-                        f"{c.label}: between {c.before} and {c.after}", "change"))
+        x = (hours[a] + hours[a + 1]) / 2.0
+        out.append(Mark("line", x, x, f"{c.label}: between {c.before} and {c.after}", "change"))
     return out
 
 

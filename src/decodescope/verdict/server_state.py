@@ -190,10 +190,13 @@ class ServerState:
 
     @property
     def left_out(self) -> bool:
-        """Inside a warm-up whose end the stored runs show: its server had not reached its
-        level yet (a history leaves it out of the levels; a warm-up not over at the last run
-        leaves nothing out: it may be the level)."""
-        return self.in_warmup and self.warmup is not None and self.warmup.end is not None
+        """A fresh-server run inside a warm-up whose end the stored runs show: its server had
+        not reached its level yet — a history leaves it out of the levels. A warm-up not over
+        at the last run leaves nothing out (it may be the level), nor does a run past
+        FRESH_SERVER_S: an upward step late in a long-lived server tests as a "warm-up" too,
+        and must stay a change point."""
+        return (self.fresh and self.in_warmup and self.warmup is not None
+                and self.warmup.end is not None)
 
     def text(self) -> str:
         parts = []
