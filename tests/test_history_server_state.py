@@ -4,6 +4,7 @@ change point at a restart says so. Deterministic: fixed levels, seeded jitter.""
 
 from __future__ import annotations
 
+import html
 import json
 import random
 
@@ -76,9 +77,9 @@ def test_a_restart_of_the_same_stack_with_a_warm_up_is_no_change_point(store):
     assert [h.points[i].key for i in h.warm_up] == [f"run {i}" for i in warm]
     assert h.changes == [] and h.spikes == []  # the warm-up is neither a change nor spikes
     marks = {p.key: hi.server_mark(p.server) for p in h.points}
-    assert [marks[f"run {i}"] for i in warm] == ["fresh, warm-up"] * 4
+    assert [marks[f"run {i}"] for i in warm] == ["fresh, server warm-up"] * 4
     assert {marks[f"run {i}"] for i in ids[:8] + ids[12:]} == {""}
-    assert any("inside a server's warm-up left out of the levels" in n
+    assert any("inside a server warm-up left out of the levels" in n
                and f"runs {warm[0]}–{warm[-1]}" in n for n in h.notes)
     # the same runs without the server's start: nothing tells a warm-up from a change
     out = text_of(store, known=False)
@@ -113,9 +114,9 @@ def test_a_regression_at_a_restart_says_its_warm_up_and_measures_the_level_after
     assert f"the level after it is measured from run {first_late} on" in out
     # each warm-up run is marked in the server-state rows, with its place in the levels
     for i in ids[8:12]:
-        assert f"run {i} [fresh, warm-up]" in out
-    assert f"run {ids[8]} [fresh, warm-up], 30 s after its server's process start; left out " \
-           "of the levels" in out
+        assert f"run {i} [fresh, server warm-up]" in out
+    assert f"run {ids[8]} [fresh, server warm-up], 30 s after its server's process start; " \
+           "left out of the levels" in out
     assert "warm-up (faster run by run) over 12 runs" in out
 
 
@@ -129,7 +130,7 @@ def test_json_carries_the_server_state_of_each_point_and_change(store, capsys):
     first = by_key[f"run {ids[8]}"]
     assert (first["fresh"], first["in_warmup"], first["warming"], first["left_out"]) == \
         (True, True, True, True)
-    assert first["since_start_s"] == pytest.approx(30.0) and first["mark"] == "fresh, warm-up"
+    assert first["since_start_s"] == pytest.approx(30.0) and first["mark"] == "fresh, server warm-up"
     late = by_key[f"run {ids[-1]}"]
     assert (late["fresh"], late["in_warmup"], late["left_out"], late["mark"]) == \
         (False, False, False, "")
@@ -139,7 +140,7 @@ def test_json_carries_the_server_state_of_each_point_and_change(store, capsys):
     assert c["server_state"]["warm_up_left_out"] == [f"run {i}" for i in ids[8:12]]
     assert c["server_state"]["measured_from"] == f"run {ids[12]}"
     assert "measured from" in c["server_state"]["text"]
-    assert any("[fresh, warm-up]" in x for x in doc["server_state"])
+    assert any("[fresh, server warm-up]" in x for x in doc["server_state"])
 
 
 def test_runs_without_a_process_start_are_unknown_never_false(store):
@@ -190,16 +191,16 @@ def test_the_html_timeline_marks_warm_up_runs_and_change_points_with_a_legend(st
     assert len(lines) == 1 and f"run {ids[7]} and run {ids[12]}" in lines[0].label
     page = render.html(r)
     assert 'class="vmark band server"' in page and 'class="vmark line change"' in page
-    assert render.BAND_LEGEND.split(" — ")[0] in page.replace("&lt;", "<")
-    assert render.LINE_LEGEND in page
-    assert "<h3>Server state</h3>" in page and "[fresh, warm-up]" in page
+    assert render.BAND_LEGEND in html.unescape(page)
+    assert render.LINE_LEGEND in html.unescape(page)
+    assert "<h3>Server state</h3>" in page and "[fresh, server warm-up]" in page
     # no warming run, no change: neither mark nor its legend
     with open_store(store.path + ".flat") as flat:
         for i in range(8):
             add(flat, 60.0 * (1 + 0.003 * (-1) ** i), S1 + 1200 + 60 * i, S1)
         page = render.html(history(flat, SERIES))
     assert "vmark" not in page and render.LINE_LEGEND not in page
-    assert "no run on a fresh server or inside a warm-up" in page
+    assert "no fresh-server run, none inside a server warm-up" in page
 
 
 def test_a_restart_whose_runs_are_all_fresh_counts_them_and_says_so(store):

@@ -3,7 +3,7 @@
 Both render the one record: every number comes from it. The HTML page uses the report's style
 sheet and its inline SVG plots (report.plot_svg): the decode rate of each run, the level of
 each stretch, the control's runs, a dashed vertical line at each change point (named under the
-plot) and a shaded band over runs on a fresh server or inside a warm-up (server state), with
+plot) and a shaded band over fresh-server runs and runs inside a server warm-up, with
 a legend in words.
 """
 
@@ -90,10 +90,12 @@ def text(r: HistoryResult | FleetResult) -> str:
 
 
 SERVER_HEAD = (f"Server state (fresh: < {th.FRESH_SERVER_S / 60:.0f} min after its server's "
-               "process start; warm-up: a Mann–Kendall trend over its server's runs; "
+               "process start; server warm-up: a Mann–Kendall trend over its server's "
+               "runs; "
                "docs/methodology.md §9):")
-BAND_LEGEND = (f"shaded band: runs on a fresh server (< {th.FRESH_SERVER_S / 60:.0f} min after "
-               "its process start) or inside a warm-up — the server's state, not the stack's")
+BAND_LEGEND = (f"shaded band: fresh-server runs (< {th.FRESH_SERVER_S / 60:.0f} min after their "
+               "server's process start) and runs inside a server warm-up — the server's "
+               "state, not the stack's")
 LINE_LEGEND = "dashed vertical line: a confirmed change point"
 
 

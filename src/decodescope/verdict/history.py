@@ -129,11 +129,12 @@ def server_record(s: ServerState | None) -> dict[str, Any]:
 
 
 def server_mark(s: ServerState | None) -> str:
-    """The short marker every output shows for a point: "fresh", "warm-up", "fresh, warm-up",
+    """The short marker every output shows for a point: "fresh" (a fresh-server run), "server
+    warm-up" (inside one), "fresh, server warm-up",
     "" (warm, known), "?" (unknown)."""
     if s is None or s.warming_known is None:
         return "?"
-    return ", ".join(w for w, on in (("fresh", s.fresh), ("warm-up", s.in_warmup)) if on)
+    return ", ".join(w for w, on in (("fresh", s.fresh), ("server warm-up", s.in_warmup)) if on)
 
 
 def span(keys: Sequence[str]) -> str:
@@ -171,16 +172,16 @@ class RestartState:
                  self.server_start is not None else "its server's start unknown")
         if self.left_out:
             parts.append(f"{span(self.left_out)} after it ran on a server warming up ({start}; "
-                         "inside the warm-up that server's stored runs show): left out, the "
+                         "inside the server warm-up its stored runs show): left out, the "
                          f"level after it is measured from {self.measured_from} on")
         if self.fresh_after:
             who = (f"{span(self.fresh_after)} still ran on a fresh server" if self.left_out else
                    f"{span(self.fresh_after)} after it ran on a server warming up ({start})")
-            parts.append(f"{who}: counted in the level after it (no warm-up with an end in "
-                         "that server's stored runs)")
+            parts.append(f"{who}: counted in the level after it (no server warm-up with an end "
+                         "in its stored runs)")
         if self.before:
             parts.append(f"{span(self.before)} before it ran on a server warming up: this change "
-                         "may be the end of its warm-up (the server's state), not the stack's")
+                         "may be the end of a server warm-up (the server's state), not the stack's")
         return "; ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
@@ -597,7 +598,7 @@ def detect(points: Sequence[Point], *, control: Sequence[Point] | None = None,
               for lv in levels]
     notes = []
     if warm:
-        notes.append(f"{len(warm)} run{'s' if len(warm) != 1 else ''} inside a server's warm-up "
+        notes.append(f"{len(warm)} run{'s' if len(warm) != 1 else ''} inside a server warm-up "
                      "left out of the levels (the server's state, not the stack's; never a "
                      "spike or a change point): " + span([pts[i].key for i in warm]))
     if spikes:
@@ -694,7 +695,7 @@ def server_lines(h: History) -> list[str]:
                    f"unknown for {len(unknown)} of {len(h.points)} runs (no process start in "
                    "their fingerprints)")
     elif not out:
-        out.append("no run on a fresh server or inside a warm-up")
+        out.append("no fresh-server run, none inside a server warm-up")
     return out
 
 
