@@ -232,3 +232,27 @@ def test_a_step_late_in_a_long_lived_server_stays_a_change_point(store):
     (c,) = h.changes
     assert c.after == f"run {ids[12]}" and c.decode.rel == pytest.approx(0.2, abs=0.01)
     assert any(p.server is not None and p.server.in_warmup for p in h.points)
+
+
+def test_a_change_ending_a_servers_fresh_runs_says_it_may_be_its_warm_up():
+    """One server process, its first 3 runs fresh and slower (no warm-up trend tested over
+    all its runs): the change after them stands — nothing is left out on freshness alone —
+    but says that the runs before it ran on a server warming up; no restart is claimed."""
+    from decodescope.verdict.server_state import ServerState
+
+    stack = ("box", "llamacpp", "b1", "gemma", "llama-server")
+    pts = []
+    for i in range(40):
+        since = 30.0 + 120.0 * i
+        level = 50.0 if i < 3 else 60.0 * LATE[i % 8]
+        pts.append(hi.Point(key=f"run {i + 1}", t=S1 + since, decode=level, stack=stack,
+                            server=ServerState(i + 1, since, i + 1, 40, None, False)))
+    h = hi.detect(pts)
+    (c,) = h.changes
+    assert (c.before, c.after) == ("run 3", "run 4") and h.warm_up == []
+    assert c.server is not None and c.server.before == ("run 1", "run 2", "run 3")
+    assert c.server.fresh_after == () and c.server.left_out == ()
+    assert c.server.text() == ("runs 1–3 before it ran on a server warming up: this change may "
+                               "be the end of a server warm-up (the server's state), not the "
+                               "stack's")
+    assert [hi.server_mark(p.server) for p in pts[:6]] == ["fresh"] * 5 + [""]

@@ -631,8 +631,12 @@ def _with_server(ch: ChangePoint, pts: Sequence[Point], keep: Sequence[int],
         s_ = pts[i].server
         return s_ is not None and s_.warming
 
+    # Warming runs starting the stretch after it, when it is a restart (another server, or
+    # one whose start is unknown, ran the run before it).
     fresh_after: list[int] = []
-    for k in range(c, bounds[j + 1]):
+    restart = left_out or _server_start(pts[prev]) != _server_start(pts[ch.index]) \
+        or _server_start(pts[prev]) is None
+    for k in range(c, bounds[j + 1] if restart else c):
         if not warming(keep[k]):
             break
         fresh_after.append(keep[k])
