@@ -98,8 +98,9 @@ def test_a_regression_at_a_restart_says_its_warm_up_and_measures_the_level_after
     h = r.history
     (c,) = h.changes
     first_late = ids[12]
-    assert c.word == "REGRESSION" and (c.before, c.after) == (f"run {ids[7]}",
-                                                              f"run {first_late}")
+    # the change is at the restart, between the old server's last run and the new one's first
+    assert c.word == "REGRESSION" and (c.before, c.after) == (f"run {ids[7]}", f"run {ids[8]}")
+    assert c.index == 8 and h.levels[-1].first == 12  # the level after it: from run ids[12]
     assert c.server is not None
     assert c.server.left_out == tuple(f"run {i}" for i in ids[8:12])
     assert c.server.measured_from == f"run {first_late}"
@@ -188,7 +189,7 @@ def test_the_html_timeline_marks_warm_up_runs_and_change_points_with_a_legend(st
     bands = [m for m in plot.marks if m.kind == "band"]
     lines = [m for m in plot.marks if m.kind == "line"]
     assert len(bands) == 1 and f"runs {ids[8]}–{ids[11]}" in bands[0].label
-    assert len(lines) == 1 and f"run {ids[7]} and run {ids[12]}" in lines[0].label
+    assert len(lines) == 1 and f"run {ids[7]} and run {ids[8]}" in lines[0].label
     page = render.html(r)
     assert 'class="vmark band server"' in page and 'class="vmark line change"' in page
     assert render.BAND_LEGEND in html.unescape(page)

@@ -196,7 +196,7 @@ def _dur(s: float) -> str:
 
 @dataclass(frozen=True)
 class ChangePoint:
-    index: int  # first point of the new level
+    index: int  # first point after it (of the new level, or of a server warm-up left out)
     before: str  # key of the last point before it and the first after
     after: str
     t: float
@@ -658,6 +658,9 @@ def _with_server(ch: ChangePoint, pts: Sequence[Point], keep: Sequence[int],
         tuple(pts[i].key for i in left_out), tuple(pts[i].key for i in fresh_after),
         tuple(pts[i].key for i in before), pts[ch.index].key if left_out else None,
         pts[after[0]].t - since if after and since is not None else None, since)
+    if left_out:  # the change is at the restart: before its first run, measured after them
+        first_run = pts[left_out[0]]
+        return replace(ch, server=rs_, index=left_out[0], after=first_run.key, t=first_run.t)
     return replace(ch, server=rs_)
 
 
