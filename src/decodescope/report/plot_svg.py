@@ -134,10 +134,34 @@ def _lines(plot: Plot) -> tuple[list[str], _Frame]:
     xs = [x for x, _ in pts]
     y_hi = plot.y_max or max(y for _, y in pts if y is not None) * Y_HEADROOM
     frame = _Frame(plot, min(xs), max(xs) if max(xs) > min(xs) else min(xs) + 1.0, y_hi)
-    out: list[str] = []
+    out: list[str] = _marks(frame, plot, "band")
     for si, s in enumerate(sorted(plot.series, key=lambda s: s.role == "engine")):
         out.extend(_line_series(frame, s, si, plot))
+    out.extend(_marks(frame, plot, "line"))
     return out, frame
+
+
+MARK_COLOUR = {"band": "#E69F00", "line": "#444444"}
+
+
+def _marks(frame: _Frame, plot: Plot, kind: str) -> list[str]:
+    """Vertical bands (behind the series) or lines (over them) of a line plot."""
+    out = []
+    for m in plot.marks:
+        if m.kind != kind:
+            continue
+        cls = escape(f"vmark {m.kind} {m.cls}".strip())
+        x0 = frame.x(m.x0)
+        if kind == "band":
+            w = max(frame.x(m.x1) - x0, 4.0)
+            out.append(f'<rect class="{cls}" x="{x0:.1f}" y="{TOP}" width="{w:.1f}" '
+                       f'height="{frame.h}" fill="{MARK_COLOUR[kind]}" fill-opacity="0.18">'
+                       f"<title>{escape(m.label)}</title></rect>")
+        else:
+            out.append(f'<line class="{cls}" x1="{x0:.1f}" x2="{x0:.1f}" y1="{TOP}" '
+                       f'y2="{TOP + frame.h}" stroke="{MARK_COLOUR[kind]}" stroke-width="1.5" '
+                       f'stroke-dasharray="5 3"><title>{escape(m.label)}</title></line>')
+    return out
 
 
 def _stretches(s: Series) -> list[list[tuple[float, float]]]:

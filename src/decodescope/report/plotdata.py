@@ -28,6 +28,18 @@ class Series:
 
 
 @dataclass(frozen=True)
+class Mark:
+    """A vertical mark across a line plot: a line at x0 (kind "line") or a shaded band from
+    x0 to x1 (kind "band"); `label` is its tooltip, `cls` its class (the legend says it)."""
+
+    kind: str  # "line" | "band"
+    x0: float
+    x1: float
+    label: str
+    cls: str = ""
+
+
+@dataclass(frozen=True)
 class Plot:
     id: str
     title: str
@@ -39,6 +51,7 @@ class Plot:
     no_data: str | None = None  # why nothing is drawn (set when no series has a value)
     note: str | None = None
     y_max: float | None = None  # fixed top of the y axis (percentages)
+    marks: tuple[Mark, ...] = ()  # vertical lines and bands (line plots)
 
     @property
     def has_data(self) -> bool:

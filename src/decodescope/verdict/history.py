@@ -44,6 +44,7 @@ from decodescope.records.stored_run import StoredRun
 from decodescope.verdict import run_spread as rs
 from decodescope.verdict import thresholds as th
 from decodescope.verdict.rate_change import carrier
+from decodescope.verdict.server_state import ServerState, states_for_runs
 from decodescope.verdict.stack import stack_key, usable
 from decodescope.verdict.stats import Change, t_cdf, t_quantile
 
@@ -91,6 +92,9 @@ class Point:
     stack: tuple[str, ...] | None = None  # verdict.run_spread.stack_key
     fingerprint: dict[str, Any] | None = None
     restart: bool = False  # the engine restarted just before it (a counter reset, Prometheus)
+    # The state of the run's server (verdict.server_state): fresh, inside a warm-up; None when
+    # unknown (an engine window, a run whose fingerprint has no process start).
+    server: ServerState | None = None
 
 
 @dataclass(frozen=True)
@@ -111,9 +115,88 @@ class Level:
                 "spread": self.spread.to_dict()}
 
 
+def server_record(s: ServerState | None) -> dict[str, Any]:
+    """A point's server state as a record (JSON): fresh / in_warmup / warming are None when
+    unknown, never False; `left_out`: inside a warm-up with an end, out of the levels."""
+    if s is None:
+        return {"known": False, "since_start_s": None, "fresh": None, "in_warmup": None,
+                "warming": None, "position": None, "of_runs": None, "left_out": False,
+                "mark": server_mark(None), "text": "unknown (no server process start)"}
+    return {"known": s.since_start_s is not None, "since_start_s": s.since_start_s,
+            "fresh": s.fresh_known, "in_warmup": s.in_warmup_known, "warming": s.warming_known,
+            "position": s.position, "of_runs": s.of_runs or None, "left_out": s.left_out,
+            "mark": server_mark(s), "text": s.text().split(": ", 1)[-1]}
+
+
+def server_mark(s: ServerState | None) -> str:
+    """The short marker every output shows for a point: "fresh" (a fresh-server run), "server
+    warm-up" (inside one), "fresh, server warm-up",
+    "" (warm, known), "?" (unknown)."""
+    if s is None or s.warming_known is None:
+        return "?"
+    return ", ".join(w for w, on in (("fresh", s.fresh), ("server warm-up", s.in_warmup)) if on)
+
+
+def span(keys: Sequence[str]) -> str:
+    """"run 11", "runs 11, 12", "runs 11–14"; other keys: "A … B"."""
+    if len(keys) == 1:
+        return keys[0]
+    if all(k.startswith("run ") for k in keys):
+        nums = [k[4:] for k in keys]
+        return "runs " + (", ".join(nums) if len(nums) == 2 else f"{nums[0]}–{nums[-1]}")
+    return f"{keys[0]} … {keys[-1]}"
+
+
+def _utc(t: float) -> str:
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(t, tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+@dataclass(frozen=True)
+class RestartState:
+    """Runs on a warming server at a change point: after it (a restart) or just before it."""
+
+    left_out: tuple[str, ...]  # runs inside a warm-up with an end, out of the level after it
+    fresh_after: tuple[str, ...]  # warming runs counted in the level after it
+    before: tuple[str, ...]  # warming runs that end the stretch before it
+    measured_from: str | None  # the first run of the level after it (when runs were left out)
+    server_start: float | None  # the process start of the first warming run after it
+    first_since_s: float | None  # that run's seconds after it
+
+    def text(self) -> str:
+        parts = []
+        after = self.left_out or self.fresh_after
+        start = (f"fresh: its server started {_utc(self.server_start)}, {after[0]} "
+                 f"{_dur(self.first_since_s or 0.0)} after" if after and
+                 self.server_start is not None else "its server's start unknown")
+        if self.left_out:
+            parts.append(f"{span(self.left_out)} after it ran on a server warming up ({start}; "
+                         "inside the server warm-up its stored runs show): left out, the "
+                         f"level after it is measured from {self.measured_from} on")
+        if self.fresh_after:
+            who = (f"{span(self.fresh_after)} still ran on a fresh server" if self.left_out else
+                   f"{span(self.fresh_after)} after it ran on a server warming up ({start})")
+            parts.append(f"{who}: counted in the level after it (no server warm-up with an end "
+                         "in its stored runs)")
+        if self.before:
+            parts.append(f"{span(self.before)} before it ran on a server warming up: this change "
+                         "may be the end of a server warm-up (the server's state), not the stack's")
+        return "; ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"warm_up_left_out": list(self.left_out), "fresh_after": list(self.fresh_after),
+                "warming_before": list(self.before), "measured_from": self.measured_from,
+                "server_start": self.server_start, "text": self.text()}
+
+
+def _dur(s: float) -> str:
+    return f"{s:.0f} s" if s < 120 else f"{s / 60:.0f} min"
+
+
 @dataclass(frozen=True)
 class ChangePoint:
-    index: int  # first point of the new level
+    index: int  # first point after it (of the new level, or of a server warm-up left out)
     before: str  # key of the last point before it and the first after
     after: str
     t: float
@@ -129,6 +212,7 @@ class ChangePoint:
     # The stored runs whose fingerprints were diffed, when they are not the points themselves
     # (a Prometheus history with `--fingerprints`).
     fingerprints_from: tuple[str, str] | None = None
+    server: RestartState | None = None  # runs on a warming server around it (none: None)
 
     @property
     def label(self) -> str:
@@ -148,7 +232,8 @@ class ChangePoint:
                 "carried_by": self.carried_by, "stack_changed": self.stack_changed,
                 "fingerprint_changes": self.fingerprint_changes, "control": self.control,
                 "fingerprints_from": list(self.fingerprints_from) if self.fingerprints_from
-                else None}
+                else None,
+                "server_state": self.server.to_dict() if self.server else None}
 
 
 @dataclass(frozen=True)
@@ -162,6 +247,7 @@ class History:
     why: str | None = None  # why inconclusive
     control: History | None = None
     notes: list[str] = field(default_factory=list)
+    warm_up: list[int] = field(default_factory=list)  # indices of runs left out as warm-up
 
     @property
     def regression(self) -> bool:
@@ -170,9 +256,12 @@ class History:
     def to_dict(self) -> dict[str, Any]:
         return {"status": self.status, "why": self.why, "method": self.method,
                 "points": [{"key": p.key, "t": p.t, "decode": p.decode,
-                            "step_rate": p.step_rate, "tokens_per_step": p.tokens_per_step}
+                            "step_rate": p.step_rate, "tokens_per_step": p.tokens_per_step,
+                            "server_state": server_record(p.server)}
                            for p in self.points],
                 "spikes": [self.points[i].key for i in self.spikes],
+                "warm_up_left_out": [self.points[i].key for i in self.warm_up],
+                "server_state": server_lines(self),
                 "changes": [c.to_dict() for c in self.changes],
                 "levels": [lv.to_dict() for lv in self.levels],
                 "control": self.control.to_dict() if self.control else None,
@@ -473,11 +562,16 @@ def detect(points: Sequence[Point], *, control: Sequence[Point] | None = None,
         return History(pts, [], [], [], method, "inconclusive",
                        why=f"{len(pts)} runs: a change needs {MIN_SEGMENT} runs on each side",
                        control=ctl)
-    x_all = [math.log(p.decode) for p in pts]
-    spikes = find_spikes(x_all)
-    keep = [i for i in range(len(pts)) if i not in set(spikes)]
+    # Runs inside a server's warm-up that its stored runs show the end of: the server's state,
+    # not the stack's — out of detection and the levels, as the learned spread leaves a trend
+    # out (run_spread.without_trends); marked, never a spike or a change point.
+    warm = [i for i, p in enumerate(pts) if p.server is not None and p.server.left_out]
+    base = [i for i in range(len(pts)) if i not in set(warm)]
+    x_base = [math.log(pts[i].decode) for i in base]
+    spikes = [base[j] for j in find_spikes(x_base)]
+    keep = [i for i in base if i not in set(spikes)]
     kp = [pts[i] for i in keep]
-    x = [x_all[i] for i in keep]
+    x = [math.log(pts[i].decode) for i in keep]
     within = [p.within_var for p in kp]
     scale = robust_scale(x)
     scan = candidates(x, scale, method)
@@ -497,16 +591,119 @@ def detect(points: Sequence[Point], *, control: Sequence[Point] | None = None,
                for j, c in enumerate(cps)]
     # back to indices of the full series
     changes = [_reindex(ch, keep[ch.index]) for ch in changes]
+    if any(p.server is not None for p in pts):
+        changes = [_with_server(ch, pts, keep, warm, bounds) for ch in changes]
     levels = [_level(x, within, bounds[j], bounds[j + 1] - 1) for j in range(len(bounds) - 1)]
     levels = [Level(keep[lv.first], keep[lv.last], lv.runs, lv.decode, lv.lo, lv.hi, lv.spread)
               for lv in levels]
     notes = []
+    if warm:
+        notes.append(f"{len(warm)} run{'s' if len(warm) != 1 else ''} inside a server warm-up "
+                     "left out of the levels (the server's state, not the stack's; never a "
+                     "spike or a change point): " + span([pts[i].key for i in warm]))
     if spikes:
+        def name(i: int) -> str:
+            s_ = pts[i].server
+            return pts[i].key + (" (fresh server, not a spike of the stack)"
+                                 if s_ is not None and s_.warming else "")
+
         notes.append(f"{len(spikes)} single outlying run{'s' if len(spikes) != 1 else ''} "
                      "left out (never a change point): "
-                     + ", ".join(pts[i].key for i in spikes[:10])
+                     + ", ".join(name(i) for i in spikes[:10])
                      + (" …" if len(spikes) > 10 else ""))
-    return History(pts, changes, levels, spikes, method, "ok", control=ctl, notes=notes)
+    return History(pts, changes, levels, spikes, method, "ok", control=ctl, notes=notes,
+                   warm_up=warm)
+
+
+def _with_server(ch: ChangePoint, pts: Sequence[Point], keep: Sequence[int],
+                 warm: Sequence[int], bounds: Sequence[int]) -> ChangePoint:
+    """A change with the runs on a warming server around it: left out between it and the run
+    before it, warming at the start of the stretch after it, warming at the end of the one
+    before it (`bounds`: the stretches, in indices of the kept runs)."""
+    from dataclasses import replace
+
+    c = keep.index(ch.index)
+    j = list(bounds).index(c)
+    prev = keep[c - 1]
+    left_out = [i for i in warm if prev < i < ch.index]
+
+    def warming(i: int) -> bool:
+        s_ = pts[i].server
+        return s_ is not None and s_.warming
+
+    # Warming runs starting the stretch after it, when it is a restart (another server, or
+    # one whose start is unknown, ran the run before it).
+    fresh_after: list[int] = []
+    restart = left_out or _server_start(pts[prev]) != _server_start(pts[ch.index]) \
+        or _server_start(pts[prev]) is None
+    for k in range(c, bounds[j + 1] if restart else c):
+        if not warming(keep[k]):
+            break
+        fresh_after.append(keep[k])
+    # Warming runs ending the stretch before it, on the server that runs on after it (no
+    # restart at the change): the change may be that server's warm-up ending.
+    before: list[int] = []
+    start_after = _server_start(pts[ch.index])
+    for k in range(c - 1, bounds[j - 1] - 1, -1):
+        if not warming(keep[k]) or start_after is None or \
+                _server_start(pts[keep[k]]) != start_after:
+            break
+        before.insert(0, keep[k])
+    if not (left_out or fresh_after or before):
+        return ch
+    after = left_out or fresh_after
+    first = pts[after[0]].server if after else None
+    since = first.since_start_s if first is not None else None
+    rs_ = RestartState(
+        tuple(pts[i].key for i in left_out), tuple(pts[i].key for i in fresh_after),
+        tuple(pts[i].key for i in before), pts[ch.index].key if left_out else None,
+        pts[after[0]].t - since if after and since is not None else None, since)
+    if left_out:  # the change is at the restart: before its first run, measured after them
+        first_run = pts[left_out[0]]
+        return replace(ch, server=rs_, index=left_out[0], after=first_run.key, t=first_run.t)
+    return replace(ch, server=rs_)
+
+
+def _server_start(p: Point) -> tuple[Any, ...] | None:
+    """The point's server process: its stack and start (to the second); None when unknown."""
+    s_ = p.server
+    if s_ is None or s_.since_start_s is None or p.stack is None:
+        return None
+    return (*p.stack, round(p.t - s_.since_start_s))
+
+
+def server_lines(h: History) -> list[str]:
+    """The server state of a history's points in words: each run on a fresh server or inside
+    a warm-up (its marker, how long after its server's start, left out or not), each warm-up
+    once, and how many points have no known server state."""
+    out: list[str] = []
+    trends: dict[str, str] = {}
+    for p in h.points:
+        s_ = p.server
+        if s_ is None or not s_.warming:
+            continue
+        when = (f", {_dur(s_.since_start_s)} after its server's process start"
+                if s_.since_start_s is not None else "")
+        out.append(f"{p.key} [{server_mark(s_)}]{when}"
+                   + ("; left out of the levels" if s_.left_out else "; counted in its level"))
+        if s_.warmup is not None and s_.since_start_s is not None:
+            trends.setdefault(_utc(p.t - s_.since_start_s), s_.warmup.text())
+    out += [f"server started {k}: {v}" for k, v in trends.items()]
+    unknown = [p for p in h.points if p.server is None or p.server.warming_known is None]
+    if unknown and len(unknown) == len(h.points):
+        why = ("engine windows carry no server process start" if all(
+            p.key.startswith("window") for p in unknown) else
+            "no process start in the runs' fingerprints (a remote server, --no-fingerprint)")
+        out.append(f"unknown for every point: {why}")
+    elif unknown:
+        out.append(f"unknown for {len(unknown)} of {len(h.points)} runs (no process start in "
+                   f"their fingerprints): {span([p.key for p in unknown])}"
+                   if len(unknown) <= 2 else
+                   f"unknown for {len(unknown)} of {len(h.points)} runs (no process start in "
+                   "their fingerprints)")
+    elif not out:
+        out.append("no fresh-server run, none inside a server warm-up")
+    return out
 
 
 def _z(seg: Sequence[float], k: int) -> float:
@@ -594,7 +791,8 @@ def _logs(run: StoredRun, key: str) -> list[float]:
     return out
 
 
-def point_from_run(run: StoredRun, engine: bool) -> Point | None:
+def point_from_run(run: StoredRun, engine: bool,
+                   server: ServerState | None = None) -> Point | None:
     """A run as a history point (None when it has no usable decode rate)."""
     if not usable(run):
         return None
@@ -610,15 +808,18 @@ def point_from_run(run: StoredRun, engine: bool) -> Point | None:
                  step_rate=math.exp(statistics.fmean(s)) if s else None,
                  tokens_per_step=math.exp(statistics.fmean(tps)) if tps else None,
                  acceptance_metric=metric, within_var=wv, stack=stack_key(run.fingerprint),
-                 fingerprint=run.fingerprint)
+                 fingerprint=run.fingerprint, server=server)
 
 
 def points_from_runs(runs: Sequence[StoredRun]) -> list[Point]:
     """Stored runs (any order) as points in time order: the engine's decode rate when every
-    usable run has it, else the client's (one basis for the whole history)."""
+    usable run has it, else the client's (one basis for the whole history); each carries its
+    server's state (verdict.server_state, among these runs)."""
     rs_ = sorted((r for r in runs if usable(r)), key=lambda r: (r.created_at, r.id))
     engine = engine_basis(rs_)
-    return [p for p in (point_from_run(r, engine) for r in rs_) if p is not None]
+    states = states_for_runs(rs_)
+    return [p for p in (point_from_run(r, engine, states.get(r.id)) for r in rs_)
+            if p is not None]
 
 
 def engine_basis(runs: Sequence[StoredRun]) -> bool:

@@ -169,6 +169,35 @@ class ServerState:
         """Fresh, or inside a detected warm-up: its speed may be the server's state."""
         return self.fresh or self.in_warmup
 
+    @property
+    def fresh_known(self) -> bool | None:
+        """`fresh`, None when the server's start is unknown (never False for unknown)."""
+        return None if self.since_start_s is None else self.fresh
+
+    @property
+    def in_warmup_known(self) -> bool | None:
+        """`in_warmup`, None when the server process is unknown (no start or no stack)."""
+        return None if self.position is None else self.in_warmup
+
+    @property
+    def warming_known(self) -> bool | None:
+        """`warming`: True when fresh or inside a warm-up, False when both are known false,
+        None otherwise."""
+        f, w = self.fresh_known, self.in_warmup_known
+        if f or w:
+            return True
+        return None if f is None or w is None else False
+
+    @property
+    def left_out(self) -> bool:
+        """A fresh-server run inside a warm-up whose end the stored runs show: its server had
+        not reached its level yet — a history leaves it out of the levels. A warm-up not over
+        at the last run leaves nothing out (it may be the level), nor does a run past
+        FRESH_SERVER_S: an upward step late in a long-lived server tests as a "warm-up" too,
+        and must stay a change point."""
+        return (self.fresh and self.in_warmup and self.warmup is not None
+                and self.warmup.end is not None)
+
     def text(self) -> str:
         parts = []
         if self.since_start_s is not None and self.fresh:
@@ -222,13 +251,44 @@ def server_state(run: StoredRun, candidates: Sequence[StoredRun]) -> ServerState
     if all(r.id != run.id for r in same):
         same.append(run)
     ordered = order(same)
+    return _state_among(run, ordered, instance_trend(ordered))
+
+
+def _state_among(run: StoredRun, ordered: Sequence[StoredRun],
+                 kept_trend: tuple[list[StoredRun], Trend | None]) -> ServerState:
+    """`run`'s state among the runs of its server instance (time order) and their trend."""
     pos = next(i for i, r in enumerate(ordered) if r.id == run.id) + 1
-    kept, tr = instance_trend(ordered)
+    kept, tr = kept_trend
     inside = False
     if tr is not None:
         idx = next((i for i, r in enumerate(kept) if r.id == run.id), None)
         inside = idx is not None and idx < tr.stretch
-    return ServerState(run.id, since, pos, len(ordered), tr, inside)
+    return ServerState(run.id, since_start(run), pos, len(ordered), tr, inside)
+
+
+def states_for_runs(runs: Sequence[StoredRun]) -> dict[int, ServerState]:
+    """`server_state` of every run of `runs` with `runs` as its candidates — each server
+    instance's trend tested once (a history of many runs), the same states one by one."""
+    from decodescope.verdict.stack import usable
+
+    groups: dict[tuple[Any, ...], list[StoredRun]] = {}
+    out: dict[int, ServerState] = {}
+    for r in runs:
+        key = instance_key(r)
+        if key is None:
+            out[r.id] = ServerState(r.id, since_start(r), None, 0, None, False)
+        else:
+            groups.setdefault((r.caliber_identity, *key), []).append(r)
+    for group in groups.values():
+        ordered = order([r for r in group if usable(r)])
+        trend_of = instance_trend(ordered)
+        for r in group:
+            if any(x.id == r.id for x in ordered):
+                out[r.id] = _state_among(r, ordered, trend_of)
+            else:  # an unusable run: among the usable ones, as server_state places it
+                mine = order([*ordered, r])
+                out[r.id] = _state_among(r, mine, instance_trend(mine))
+    return out
 
 
 def warmup_explains(slower: ServerState | None, faster: ServerState | None) -> bool:
