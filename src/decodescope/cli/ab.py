@@ -3,6 +3,7 @@ sequential stop (run/ab.py, verdict/paired_test.py)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import click
@@ -57,7 +58,10 @@ def command(url_a: str, url_b: str, caliber_name: str, min_effect: float, alpha:
     Lan–DeMets alpha spending over the planned looks, for the change and the equivalence
     decision each (≤ --alpha whatever look stops it); the first look is after --min-pairs
     pairs. A pair whose trial saw foreign load, missed its caliber or stalled is named and
-    re-taken (bounded); a cause that persists decides as in triage.
+    re-taken (bounded); a cause that persists decides as in triage. When A and B are two
+    server processes and the between-process spread of A's stack is in the store (`spread`
+    runs over ≥ 3 fresh starts), both intervals carry it; when it is unknown the verdict says
+    it speaks of these two processes.
 
     Exit codes as triage: 0 NO_CHANGE / IMPROVEMENT, 1 REGRESSION (B slower), 3 INCONCLUSIVE
     or CONTAMINATED.
@@ -90,6 +94,8 @@ def command(url_a: str, url_b: str, caliber_name: str, min_effect: float, alpha:
 
     store = open_store(store_path)
     try:
+        processes = _processes(store, fps, sa.url, sb.url, cal.identity)
+        design = replace(design, process_sd=processes.carried)
         created: list[int] = []
         try:
             out = run_ab(sa, sb, store, design, labels=parse_labels(labels),
@@ -111,6 +117,21 @@ def command(url_a: str, url_b: str, caliber_name: str, min_effect: float, alpha:
     v = ab_verdict(out.log_ratios, out.orders, out.looks, design, stopped=out.stopped,
                    run_a=out.run_a, run_b=out.run_b, urls=(sa.url, sb.url), fingerprints=fps,
                    runs_verdict=runs_verdict, seconds=out.seconds, arms=out.arms,
-                   retaken=out.retaken)
+                   retaken=out.retaken, processes=processes)
     emit(v, as_json, render_ab)
     return v.exit_code
+
+
+def _processes(store: Any, fps: tuple[dict[str, Any] | None, dict[str, Any] | None],
+               url_a: str, url_b: str, identity: str | None) -> Any:
+    """One server process or two, and A's stack's between-process spread from the store
+    (learned only when they are two: one process carries none)."""
+    from decodescope.store import runs as sr
+    from decodescope.verdict import process_spread as ps
+
+    one, _ = ps.same_process(fps[0], fps[1], url_a, url_b)
+    spread = None
+    if not one:
+        spread = ps.learn_for_fingerprint(sr.list_runs(store, caliber=identity,
+                                                       limit=100_000), fps[0], identity)
+    return ps.for_ab(fps[0], fps[1], url_a, url_b, spread)

@@ -35,6 +35,13 @@ of the pair log ratios beyond white noise's 1.96/√n (`serial_rho`) widens both
 AR(1) variance factor √((1 + ρ)/(1 − ρ)) with n(1 − ρ)/(1 + ρ) effective pairs (Box, Jenkins &
 Reinsel, *Time Series Analysis*, the variance of a mean under AR(1)); the verdict says so.
 
+**Two server processes.** Pairs cancel what both sides share, not the difference of the two
+processes' levels: when A and B are different server processes and the between-process spread
+τ of A's stack is known (verdict/process_spread.py; `Design.process_sd` carries its upper
+bound), both intervals carry it: var(mean d) = s²/n_eff + 2τ², at the look's nominal level with
+the pairs' t df (conservative for the τ part). When z·√2·τ alone reaches the minimum effect no
+number of pairs between these two processes decides; the verdict says what would (restarts).
+
 Pure: no I/O.
 """
 
@@ -67,6 +74,7 @@ class Design:
     n_looks: int = th.AB_LOOKS
     min_effect: float = th.MIN_EFFECT
     spending: str = th.AB_SPENDING
+    process_sd: float = 0.0  # between-process spread τ carried (0: one process, or unknown)
 
     def __post_init__(self) -> None:
         if not 0.0 < self.alpha < 0.5:
@@ -79,6 +87,8 @@ class Design:
             raise ValueError("n_looks must be at least 1")
         if self.spending not in SPENDINGS:
             raise ValueError(f"spending must be one of {', '.join(SPENDINGS)}")
+        if not (self.process_sd >= 0.0 and math.isfinite(self.process_sd)):
+            raise ValueError("process_sd must be a finite number ≥ 0")
 
     def looks(self) -> list[int]:
         """Pair counts at which the test looks: min_pairs … max_pairs, geometrically spaced."""
@@ -124,7 +134,23 @@ class Design:
                 f"alpha spending: change intervals at {100 * min(ch):.2f}–{100 * max(ch):.2f} %, "
                 f"equivalence (TOST) intervals at {100 * min(eq):.2f}–{100 * max(eq):.2f} %; "
                 f"false-alarm rate ≤ {self.alpha:.0%} and false 'no change' rate ≤ "
-                f"{self.alpha:.0%} over all looks")
+                f"{self.alpha:.0%} over all looks"
+                + (f"; between-process spread τ {100 * self.process_sd:.1f} % carried "
+                   "(var of the mean pair log ratio s²/n + 2τ²)" if self.process_sd else ""))
+
+    def process_floor(self, level: float) -> float:
+        """The half-width (log scale) that the between-process term alone gives an interval
+        at `level` whatever the pairs: z·√2·τ (0 when none is carried)."""
+        if not self.process_sd:
+            return 0.0
+        return statistics.NormalDist().inv_cdf(0.5 + level / 2.0) * math.sqrt(2.0) * \
+            self.process_sd
+
+    def undecidable_by_pairs(self) -> bool:
+        """No number of pairs rules out a change of the minimum effect: the equivalence
+        interval of the last look, with infinitely many pairs, still reaches ±minimum
+        effect."""
+        return self.process_floor(self.equivalence_levels()[-1]) >= math.log1p(self.min_effect)
 
 
 def t_crit(level: float, df: int) -> float:
@@ -185,7 +211,7 @@ def look(log_ratios: Sequence[float], design: Design, *, final: bool = False) ->
     sd = statistics.stdev(log_ratios)
     rho = serial_rho(log_ratios)
     n_eff = n * (1.0 - rho) / (1.0 + rho) if rho else float(n)
-    se = sd / math.sqrt(n_eff)
+    se = math.sqrt(sd * sd / n_eff + 2.0 * design.process_sd ** 2)
     df = max(2, math.floor(n_eff) - 1) if rho else n - 1
     lev, eq_lev = design.levels_at(n)
     half = t_crit(lev, df) * se
@@ -258,12 +284,15 @@ def pairs_needed(pair_sd: float, half_width: float, design: Design,
     t(n − 1)·sd/√n ≤ ln(1 + half_width); None beyond MAX_TRIALS_SUGGESTED."""
     lev = design.level if level is None else level
     target = math.log1p(half_width)
+    if design.process_floor(lev) >= target:
+        return None  # the between-process term alone is wider: no number of pairs
     if pair_sd <= 0.0:
         return design.min_pairs
     z = statistics.NormalDist().inv_cdf(0.5 + lev / 2.0)
     n = max(design.min_pairs, math.ceil((z * pair_sd / target) ** 2))
+    tau2 = 2.0 * design.process_sd ** 2
     while n <= th.MAX_TRIALS_SUGGESTED:
-        if t_crit(lev, n - 1) * pair_sd / math.sqrt(n) <= target:
+        if t_crit(lev, n - 1) * math.sqrt(pair_sd * pair_sd / n + tau2) <= target:
             return n
         n += 1
     return None
@@ -350,6 +379,7 @@ class ABVerdict:
     retaken: tuple[Retake, ...] = ()
     next_step: str | None = None
     premise: str | None = None  # the rule before the statistics that decided, when one did
+    processes: Any | None = None  # process_spread.Processes: one server process or two, τ
 
     @property
     def exit_code(self) -> int:
@@ -373,6 +403,7 @@ class ABVerdict:
             "pairs_for_5pct": self.pairs_for_hint, "seconds": self.seconds,
             "retaken": [asdict(r) for r in self.retaken], "next_step": self.next_step,
             "premise": self.premise,
+            "processes": self.processes.to_dict() if self.processes is not None else None,
         }
 
 
@@ -410,13 +441,15 @@ def ab_verdict(log_ratios: Sequence[float], orders: Sequence[str], looks: Sequen
                fingerprints: tuple[dict[str, Any] | None, dict[str, Any] | None],
                runs_verdict: Any | None, seconds: float = 0.0,
                arms: tuple[Arm, Arm] | None = None,
-               retaken: Sequence[Retake] = ()) -> ABVerdict:
+               retaken: Sequence[Retake] = (), processes: Any | None = None) -> ABVerdict:
     """The A/B's verdict and its words. First the rules before the statistics
     (verdict.decide.premises) on the two arms — a cause that persisted on an arm through the
     re-takes (caliber missed, foreign load) decides as it does in triage; then the paired
     sequential test. `runs_verdict` is triage of the two stored runs (B against A): its
     components (acceptance, step rate) name what carries a decided change by triage's carrier
-    rule, and its evidence rows (caliber, fingerprint diff) are shown."""
+    rule, and its evidence rows (caliber, fingerprint diff) are shown. `processes`
+    (process_spread.Processes): whether A and B are two server processes and the
+    between-process spread carried (design.process_sd); its words are added."""
     from decodescope.verdict.decide import premises
     from decodescope.verdict.types import CaliberComparison
 
@@ -434,6 +467,9 @@ def ab_verdict(log_ratios: Sequence[float], orders: Sequence[str], looks: Sequen
         cause = _cause(kind, lk, design, runs_verdict)
     elif lk is not None and lk.decision == "below_min_effect":
         cause = "below the minimum effect, not ruled out"
+    elif kind == "INCONCLUSIVE" and lk is not None and lk.decision == "undecided" and \
+            process_blocks(lk, design):
+        cause = "between-process spread"
     elif kind == "INCONCLUSIVE":
         cause = "noise"
     sd = statistics.stdev(log_ratios) if n >= 2 else None
@@ -469,6 +505,14 @@ def ab_verdict(log_ratios: Sequence[float], orders: Sequence[str], looks: Sequen
                 f"{lk.describe()}, interval at {lev}: beyond noise, smaller than "
                 f"{design.min_effect:.0%}, but its equivalence interval {lk.describe_eq()} "
                 f"reaches beyond ±{design.min_effect:.0%}.")
+    elif cause == "between-process spread":
+        floor = 100 * math.expm1(design.process_floor(design.level))
+        head = (f"INCONCLUSIVE (between-process spread) — decode {lk.describe()}, interval at "
+                f"{lev}: two server processes of A's stack differ in level (τ up to "
+                f"{100 * design.process_sd:.1f} %, the upper bound carried), which alone keeps "
+                f"the interval ±{floor:.1f} % wide — no number of pairs between these two "
+                f"processes rules out a change of ±{design.min_effect:.0%} here or shows one "
+                f"smaller than {floor:.1f} %.")
     else:
         head = (f"INCONCLUSIVE — decode {lk.describe()}, interval at {lev}: neither a "
                 f"change of ≥ {design.min_effect:.0%} nor its absence is shown.")
@@ -502,6 +546,8 @@ def ab_verdict(log_ratios: Sequence[float], orders: Sequence[str], looks: Sequen
                                  for i in far[:6]) + (" …" if len(far) > 6 else "")
                      + " — kept: they widen the interval (which keeps the error rate); a "
                        "pause the trace saw would have been re-taken.")
+    if processes is not None:
+        lines.extend(process_lines(processes, design))
     if blocked is None and kind == "INCONCLUSIVE" and lk is not None and sd is not None:
         line, next_step = decide_hint(lk, sd, design, hint)
         lines.append(line)
@@ -512,7 +558,49 @@ def ab_verdict(log_ratios: Sequence[float], orders: Sequence[str], looks: Sequen
     return ABVerdict(kind, cause, head, tuple(lines), lk, tuple(looks), tuple(log_ratios),
                      tuple(orders), design, stopped, run_a, run_b, urls, host, fingerprints,
                      ev, hint, seconds, tuple(retaken), next_step,
-                     None if blocked is None else f"{blocked.kind} ({blocked.cause})")
+                     None if blocked is None else f"{blocked.kind} ({blocked.cause})",
+                     processes)
+
+
+def process_lines(p: Any, design: Design) -> list[str]:
+    """What the verdict says about one server process or two (process_spread.Processes)."""
+    if not p.differ:
+        return []
+    sp = p.spread
+    if design.process_sd > 0.0 and sp is not None and sp.known:
+        return [f"Two server processes ({p.why}): the {sp.text()}; both intervals carry it "
+                "(variance of the mean pair log ratio s²/n + 2τ²): identical servers whose "
+                "levels differ by less are not a change."]
+    if sp is not None and sp.known:
+        return [f"Two server processes ({p.why}): the {sp.text()} — its upper bound is 0, "
+                "so the intervals are the pairs' own."]
+    why = sp.why if sp is not None else "not learned"
+    return [f"Two server processes ({p.why}); between-process spread unknown ({why}). This "
+            "verdict speaks of these two server processes: as a verdict on the two stacks it "
+            "assumes that processes of one stack are exchangeable — on issue 36's H100 two "
+            "identical llama.cpp processes differed by −6 … +14 % for minutes. Learn τ with "
+            f"`decodescope spread URL_A --caliber C` after each of ≥ {th.MIN_PROCESSES} fresh "
+            f"starts of A's server (≥ {th.MIN_PROCESS_RUNS} runs each, one store); `ab` then "
+            "carries it."]
+
+
+def restarts_needed(lk: Look, design: Design) -> int | None:
+    """Server restarts per side (each side one fresh process per restart, an A/B of up to
+    max pairs between each, pooled) for the interval that would decide at the measured change:
+    the smallest N with z·√((2τ² + s²/max pairs)/N) ≤ the target (normal; None beyond
+    MAX_TRIALS_SUGGESTED)."""
+    m = abs(lk.rel)
+    if m >= design.min_effect:
+        target, lev = math.log1p(m), design.level
+    else:
+        target, lev = math.log1p(design.min_effect) - math.log1p(m), \
+            design.equivalence_levels()[-1]
+    if target <= 0.001:
+        return None
+    z = statistics.NormalDist().inv_cdf(0.5 + lev / 2.0)
+    var = 2.0 * design.process_sd ** 2 + lk.sd * lk.sd / design.max_pairs
+    n = max(2, math.ceil(z * z * var / (target * target)))
+    return n if n <= th.MAX_TRIALS_SUGGESTED else None
 
 
 FAR_ROBUST_Z = 5.0  # |d − median| beyond this many robust sds (1.4826 × MAD) is named
@@ -571,6 +659,8 @@ def decide_hint(lk: Look, sd: float, design: Design, hint: int | None) -> tuple[
     ±minimum effect around the measured change (half-width under minimum effect − |change|).
     The wider of the two that applies sets the pairs; beyond what pairs can give, a longer
     trial (more output tokens per trial lowers the per-trial noise)."""
+    if process_blocks(lk, design):
+        return process_hint(lk, design)
     m = abs(lk.rel)
     if m >= design.min_effect:
         target, goal, lev = m, f"excludes 0 at the measured {pct(lk.rel)}", design.level
@@ -593,6 +683,40 @@ def decide_hint(lk: Look, sd: float, design: Design, hint: int | None) -> tuple[
                  "falls), or a quieter host")
     five = f"; ±{HINT_HALF_WIDTH:.0%} takes about {hint} pairs" if hint else ""
     return f"What would decide it: {first}{five}.", step_
+
+
+def process_blocks(lk: Look, design: Design) -> bool:
+    """The between-process term alone keeps this A/B from deciding, whatever the pairs: no
+    equivalence interval fits inside ±minimum effect, or (at a measured change of at least
+    the minimum effect) no change interval excludes 0 at the measured change."""
+    if not design.process_sd:
+        return False
+    if design.undecidable_by_pairs():
+        return True
+    m = abs(lk.rel)
+    if m >= design.min_effect:
+        return design.process_floor(design.level) >= math.log1p(m)
+    return design.process_floor(design.equivalence_levels()[-1]) >= \
+        math.log1p(design.min_effect - m)
+
+
+def process_hint(lk: Look, design: Design) -> tuple[str, str]:
+    """What would decide an A/B that the between-process spread alone keeps undecided: never
+    more pairs of these two processes — restarts of both servers, each adding a pair of fresh
+    processes whose level difference averages out as 2τ²/N."""
+    floor = math.expm1(design.process_floor(design.level))
+    k = restarts_needed(lk, design)
+    many = (f"about {k} server restarts per side" if k is not None else
+            f"more than {th.MAX_TRIALS_SUGGESTED} server restarts per side")
+    return (f"What would decide it: no number of pairs between these two processes — the "
+            f"between-process spread alone (τ {100 * design.process_sd:.1f} %) keeps the "
+            f"interval ±{100 * floor:.1f} % wide: a smaller change cannot be told between two "
+            f"processes of this stack on this host. {many[0].upper() + many[1:]} would (each "
+            "side's level then averages that many processes: 2τ²/N).",
+            f"Repeat the A/B over {many}: start both servers afresh each time, run the same "
+            "`decodescope ab` (same caliber), and compare the mean of the changes against "
+            "±minimum effect (its between-process variance is 2τ²/N; decodescope does not "
+            "pool A/Bs itself yet).")
 
 
 def render_ab(v: ABVerdict) -> str:

@@ -56,6 +56,16 @@ AB_LOOKS = 6
 # within a pair negative-correlated: a ρ below 0 never narrows the interval.
 AB_SERIAL_MIN_PAIRS = 8
 AB_SERIAL_MAX_RHO = 0.9
+# Between-process spread (verdict/process_spread.py): two processes of one stack differ in
+# level for minutes (issue 36's H100: fresh llama.cpp processes of one launch 783–941 vs
+# 919–1014 tok/s). τ is learned by a one-way random-effects ANOVA over server processes of
+# ≥ MIN_PROCESS_RUNS runs, from ≥ MIN_PROCESSES of them (fewer: unknown); `ab` between two
+# processes carries its one-sided upper bound at PROCESS_SPREAD_CONFIDENCE (2·τ² added to the
+# variance of the mean pair log ratio). The newest MAX_PROCESS_SPREAD_RUNS runs count.
+MIN_PROCESSES = 3
+MIN_PROCESS_RUNS = 2
+PROCESS_SPREAD_CONFIDENCE = CONFIDENCE
+MAX_PROCESS_SPREAD_RUNS = 200
 AB_SPENDING = "pocock"  # Lan–DeMets Pocock-type: early looks can stop (fast both ways)
 # A pair whose trial stalled, was contaminated or missed its caliber is re-taken, at most this
 # share of --max-pairs times (at least AB_RETAKES_MIN): beyond, the cause persists and decides.

@@ -1,0 +1,363 @@
+"""The between-process spread (verdict/process_spread.py) and the A/B that carries it.
+
+Issue 36: two identical llama.cpp processes on one H100 differed by several % for minutes, and
+an A/B between them (one process per side) read a "change" in 5 of 10 repetitions. Pure and
+seeded, but for one short A/B between two simulators through the CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import statistics
+from pathlib import Path
+
+import pytest
+from test_triage_support import store_run, trial
+
+from decodescope.cli.main import main
+from decodescope.fingerprint.stack import Fingerprint, Item
+from decodescope.sim import SimConfig, SimServer
+from decodescope.store.connect import open_store
+from decodescope.verdict import process_spread as ps
+from decodescope.verdict import thresholds as th
+from decodescope.verdict.paired_test import (
+    Design,
+    ab_verdict,
+    look,
+    render_ab,
+    restarts_needed,
+    run_sequential,
+)
+
+pytestmark = pytest.mark.timeout(300)
+
+CAL = "demo-code-rewrite"
+T0 = 1_790_000_000.0
+
+
+def fp(start: float | None = T0, pid: int = 4242, port: int = 8181) -> dict:
+    cmd = ["llama-server", "-m", "gemma.gguf", "--port", str(port), "-t", "2"]
+    proc = {"cmdline": Item.ok(cmd), "pid": Item.ok(pid)}
+    if start is not None:
+        proc["create_time"] = Item.ok({"epoch": start, "iso": "x"})
+    return Fingerprint(taken_at="2026-12-06T06:00:00+00:00", url=f"http://127.0.0.1:{port}",
+                       sections={
+                           "host": {"hostname": Item.ok("box-1")},
+                           "endpoint": {"engine": Item.ok("llamacpp"),
+                                        "engine_version": Item.ok("b1"),
+                                        "models": Item.ok(["gemma"])},
+                           "process": proc,
+                       }).to_dict()
+
+
+# -- the estimate ------------------------------------------------------------------------------
+def _groups(rng: random.Random, tau: float, within: float, g: int, n: int) -> list[list[float]]:
+    out = []
+    for _ in range(g):
+        u = rng.gauss(0.0, tau)
+        out.append([u + rng.gauss(0.0, within) for _ in range(n)])
+    return out
+
+
+def test_the_anova_recovers_a_known_between_process_spread():
+    # 60 processes × 4 runs, τ 5 %, runs within a process 3 %: τ̂ near 5 %; and over many
+    # seeded stores of 3 processes, the moment estimate of τ² is unbiased on average
+    rng = random.Random(36)
+    a = ps.anova(_groups(rng, 0.05, 0.03, 60, 4))
+    assert a.groups == 60 and a.n == 240 and a.n0 == pytest.approx(4.0)
+    assert math.sqrt(a.tau2) == pytest.approx(0.05, abs=0.008), math.sqrt(a.tau2)
+    assert a.ms_within == pytest.approx(0.03 ** 2, rel=0.25)
+    raw = [ps.anova(_groups(rng, 0.05, 0.03, 3, 3)) for _ in range(2000)]
+    unbiased = statistics.fmean((x.ms_between - x.ms_within) / x.n0 for x in raw)
+    assert unbiased == pytest.approx(0.05 ** 2, rel=0.15), math.sqrt(max(unbiased, 0))
+    # identical processes (τ = 0): the estimate is small, never negative
+    z = ps.anova(_groups(rng, 0.0, 0.03, 30, 4))
+    assert 0.0 <= math.sqrt(z.tau2) < 0.02
+
+
+def test_the_carried_upper_bound_covers_tau_from_three_processes():
+    # What ab carries: the one-sided 95 % upper bound. From 3 processes × 3 runs it must
+    # reach the true τ in about 95 % of seeded stores (the point estimate: about half).
+    rng = random.Random(7)
+    tau = 0.05
+    covered = point = 0
+    for _ in range(1000):
+        a = ps.anova(_groups(rng, tau, 0.03, 3, 3))
+        covered += math.sqrt(a.tau2_upper(th.PROCESS_SPREAD_CONFIDENCE)) >= tau
+        point += math.sqrt(a.tau2) >= tau
+    assert covered / 1000 >= 0.93, (covered, point)
+    assert point / 1000 < 0.6, (covered, point)
+
+
+@pytest.fixture
+def store(tmp_path):
+    with open_store(tmp_path / "runs.sqlite") as st:
+        yield st
+
+
+def _store_process(store, start: float, level: float, runs: int, rng: random.Random) -> None:
+    for _ in range(runs):
+        r = level * math.exp(rng.gauss(0.0, 0.01))
+        store_run(store, CAL, [trial(r * f) for f in (0.99, 1.0, 1.01)],
+                  fingerprint=fp(start, pid=int(start) % 100_000))
+
+
+def test_tau_is_learned_from_the_store_per_server_process_and_unknown_below_three(store):
+    from decodescope.store import runs as sr
+
+    rng = random.Random(3)
+    _store_process(store, T0, 800.0, 3, rng)
+    _store_process(store, T0 + 900, 930.0, 3, rng)
+    _store_process(store, T0 + 1800, 700.0, 1, rng)  # one run: does not count
+    from decodescope.caliber.resolve import resolve
+
+    ident = resolve(CAL).identity
+    runs = sr.list_runs(store, caliber=ident, limit=1000)
+    few = ps.learn_for_fingerprint(runs, fp(T0), ident)
+    assert not few.known and few.sd is None and few.processes == 2
+    assert f"{th.MIN_PROCESSES} needed" in (few.why or "") and "decodescope spread" in (few.why or "")
+    assert "1 more with fewer runs" in (few.why or "")
+    assert "unknown" in few.text()
+
+    _store_process(store, T0 + 1800, 700.0, 2, rng)  # now 3 runs for the third process
+    runs = sr.list_runs(store, caliber=ident, limit=1000)
+    got = ps.learn_for_fingerprint(runs, fp(T0 + 5000), ident)  # any process of the stack
+    assert got.known and got.processes == 3 and got.runs == 9 and got.df_between == 2
+    assert got.sd is not None and got.upper is not None and got.upper >= got.sd
+    levels = [math.log(800), math.log(930), math.log(700)]
+    assert got.sd == pytest.approx(statistics.stdev(levels), rel=0.1)  # within part is small
+    assert "3 server processes" in got.text() and "rough" in got.text()
+    d = got.to_dict()
+    assert d["tau"] == got.sd and d["statistic"] and "ANOVA" in d["basis"]
+    # another stack (another launch) learns nothing from these runs
+    other = fp(T0)
+    other["sections"]["process"]["cmdline"] = Item.ok(["llama-server", "-m", "other.gguf"]).to_dict()
+    assert not ps.learn_for_fingerprint(runs, other, ident).known
+
+
+def test_one_process_or_two_from_the_fingerprints():
+    assert ps.same_process(fp(T0), fp(T0), "http://a", "http://b")[0] is True
+    assert ps.same_process(fp(T0), fp(T0 + 5, pid=99), "http://a", "http://b")[0] is False
+    assert ps.same_process(fp(T0, pid=1), fp(T0, pid=2), "http://a", "http://b")[0] is False
+    assert ps.same_process(None, None, "http://a", "http://a")[0] is True  # ab URL URL
+    assert ps.same_process(None, fp(T0), "http://a", "http://b")[0] is None
+    p = ps.for_ab(fp(T0), fp(T0), "http://a", "http://b", None)
+    assert not p.differ and p.carried == 0.0 and p.spread is None
+    sp = ps.ProcessSpread(0.04, 0.09, 0.95, 3, 9, 2, 6)
+    p2 = ps.for_ab(None, None, "http://a", "http://b", sp)
+    assert p2.differ and not p2.known and p2.carried == 0.09
+
+
+# -- the sequential test with the process offsets ---------------------------------------------
+def _sequences(seed: int, reps: int, tau: float, pair_sd: float, n: int):
+    rng = random.Random(seed)
+    for _ in range(reps):
+        offset = rng.gauss(0.0, tau) - rng.gauss(0.0, tau)  # B's process level − A's
+        yield [offset + rng.gauss(0.0, pair_sd) for _ in range(n)]
+
+
+def _alarms(design: Design, seqs) -> int:
+    n = 0
+    for ratios in seqs:
+        lk = run_sequential(ratios, design)
+        n += lk is not None and lk.decision == "change"
+    return n
+
+
+@pytest.mark.parametrize("tau,pair_sd", [(0.02, 0.03), (0.05, 0.07)])
+def test_identical_stacks_on_two_processes_alarm_within_alpha_only_when_tau_is_carried(
+        tau, pair_sd):
+    # 400 seeded A/Bs between two processes of one stack, each process's level drawn from τ:
+    # with τ carried the share that ever reads "beyond noise" stays ≤ α; without it (one
+    # process per side taken for the stack) it is far above. No minimum-effect gate (0): the
+    # raw error rate of the interval.
+    reps = 400
+    seqs = list(_sequences(11, reps, tau, pair_sd, th.AB_MAX_PAIRS))
+    carried = _alarms(Design(min_effect=0.0, process_sd=tau), seqs)
+    naive = _alarms(Design(min_effect=0.0), seqs)
+    msg = (f"τ {tau:.0%}, pair sd {pair_sd:.0%}: false alarms with τ carried {carried}/{reps} "
+           f"({carried / reps:.1%}), without {naive}/{reps} ({naive / reps:.1%})")
+    print(msg)
+    assert carried / reps <= th.AB_ALPHA, msg
+    assert naive / reps >= 4 * th.AB_ALPHA and naive >= 5 * max(carried, 1), msg
+
+
+def test_the_whole_procedure_with_tau_learned_from_three_processes_keeps_alpha():
+    # End to end: each repetition learns τ from a fresh store of 3 processes × 3 runs (runs
+    # within a process 2 %), carries its upper bound, then A/Bs two new processes. Default
+    # design (3 % minimum effect). The point estimate instead of the bound alarms more.
+    rng = random.Random(2026)
+    tau, within, pair_sd, reps = 0.03, 0.02, 0.04, 400
+    alarms_ucb = alarms_point = alarms_none = 0
+    for _ in range(reps):
+        a = ps.anova(_groups(rng, tau, within, 3, 3))
+        offset = rng.gauss(0.0, tau) - rng.gauss(0.0, tau)
+        ratios = [offset + rng.gauss(0.0, pair_sd) for _ in range(th.AB_MAX_PAIRS)]
+        for sd, which in ((math.sqrt(a.tau2_upper(0.95)), "ucb"), (math.sqrt(a.tau2), "point"),
+                          (0.0, "none")):
+            lk = run_sequential(ratios, Design(process_sd=sd))
+            hit = lk is not None and lk.decision == "change"
+            if which == "ucb":
+                alarms_ucb += hit
+            elif which == "point":
+                alarms_point += hit
+            else:
+                alarms_none += hit
+    msg = (f"false alarms over {reps}: upper bound carried {alarms_ucb}, point estimate "
+           f"{alarms_point}, none {alarms_none}")
+    print(msg)
+    assert alarms_ucb / reps <= th.AB_ALPHA, msg
+    assert alarms_none > 5 * max(alarms_ucb, 1), msg
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_tau_zero_leaves_todays_look_and_verdict_unchanged(seed):
+    rng = random.Random(seed)
+    ratios = [rng.gauss(rng.choice([0.0, -0.05]), 0.03) for _ in range(th.AB_MAX_PAIRS)]
+    d0, dz = Design(), Design(process_sd=0.0)
+    assert look(ratios[:9], d0) == look(ratios[:9], dz)
+    lk = run_sequential(ratios, d0)
+    assert lk is not None
+    n = lk.pairs
+    kw = dict(stopped="decided", run_a=1, run_b=2, urls=("http://a", "http://a"),
+              fingerprints=(fp(T0), fp(T0)), runs_verdict=None)
+    before = ab_verdict(ratios[:n], ["AB", "BA"] * 20, [lk], d0, **kw)  # type: ignore[arg-type]
+    one = ps.for_ab(fp(T0), fp(T0), "http://a", "http://a", None)  # ab URL URL: one process
+    after = ab_verdict(ratios[:n], ["AB", "BA"] * 20, [lk], dz, processes=one,
+                       **kw)  # type: ignore[arg-type]
+    assert (after.kind, after.cause, after.headline, after.lines, after.next_step) == \
+        (before.kind, before.cause, before.headline, before.lines, before.next_step)
+    assert after.to_dict()["processes"]["differ"] is False
+
+
+def test_when_tau_alone_exceeds_the_minimum_effect_no_number_of_pairs_decides():
+    # τ 4 %: z·√2·τ ≈ 12 % > 3 %. Identical servers with a tight pair sd: never NO_CHANGE
+    # (the equivalence interval cannot fit), never "rerun with --max-pairs", but restarts.
+    tau = 0.04
+    d = Design(process_sd=tau)
+    assert d.undecidable_by_pairs() and not Design(process_sd=0.005).undecidable_by_pairs()
+    rng = random.Random(5)
+    ratios = [0.01 + rng.gauss(0.0, 0.01) for _ in range(d.max_pairs)]
+    lk = run_sequential(ratios, d)
+    assert lk is not None and lk.pairs == d.max_pairs and lk.decision == "undecided"
+    assert math.expm1(lk.eq_hi) > d.min_effect  # the wider interval does not fit
+    sp = ps.ProcessSpread(0.03, tau, 0.95, 4, 12, 3, 8, metric="engine decode rate")
+    procs = ps.for_ab(fp(T0), fp(T0 + 60, pid=7), "http://a", "http://b", sp)
+    assert procs.carried == tau
+    v = ab_verdict(ratios, ["AB", "BA"] * 20, [lk], d, stopped="max pairs", run_a=1, run_b=2,
+                   urls=("http://a", "http://b"), fingerprints=(fp(T0), fp(T0 + 60, pid=7)),
+                   runs_verdict=None, processes=procs)
+    assert v.kind == "INCONCLUSIVE" and v.cause == "between-process spread" and v.exit_code == 3
+    assert "no number of pairs" in v.headline
+    text = render_ab(v)
+    assert "--max-pairs" not in text and "--max-pairs" not in (v.next_step or "")
+    k = restarts_needed(lk, d)
+    assert k is not None and f"about {k} server restarts per side" in (v.next_step or "")
+    # N honestly: z·√((2τ² + s²/max pairs)/N) ≤ ln(1 + min effect) − ln(1 + |change|)
+    z = statistics.NormalDist().inv_cdf(0.5 + d.equivalence_levels()[-1] / 2)
+    var = 2 * tau ** 2 + lk.sd ** 2 / d.max_pairs
+    target = math.log1p(d.min_effect) - math.log1p(abs(lk.rel))
+    assert z * math.sqrt(var / k) <= target < z * math.sqrt(var / (k - 1))
+    said = [x for x in v.lines if x.startswith("What would decide it:")]
+    assert said and "cannot be told between two processes of this stack" in said[0]
+    assert any(x.startswith("Two server processes") and "carr" in x for x in v.lines)
+    j = v.to_dict()["processes"]
+    assert j["differ"] is True and j["tau_carried"] == tau and j["spread"]["tau"] == 0.03
+    # a large change is still decided with τ carried (speculation off: −33 %)
+    big = [math.log(0.67) + rng.gauss(0.0, 0.02) for _ in range(d.max_pairs)]
+    lk2 = run_sequential(big, d)
+    assert lk2 is not None and lk2.decision == "change" and lk2.pairs == d.min_pairs
+
+
+def test_tau_unknown_between_two_processes_keeps_the_test_and_says_what_it_speaks_of():
+    rng = random.Random(9)
+    ratios = [rng.gauss(0.0, 0.01) for _ in range(th.AB_MAX_PAIRS)]
+    d = Design()
+    lk = run_sequential(ratios, d)
+    assert lk is not None
+    unknown = ps.unknown("2 server processes with ≥ 2 usable runs of this caliber on this "
+                         "stack, 3 needed")
+    procs = ps.for_ab(fp(T0), fp(T0 + 60, pid=7), "http://a", "http://b", unknown)
+    base = dict(stopped="decided", run_a=1, run_b=2, urls=("http://a", "http://b"),
+                fingerprints=(fp(T0), fp(T0 + 60, pid=7)), runs_verdict=None)
+    v = ab_verdict(ratios[:lk.pairs], ["AB"] * lk.pairs, [lk], d, processes=procs,
+                   **base)  # type: ignore[arg-type]
+    plain = ab_verdict(ratios[:lk.pairs], ["AB"] * lk.pairs, [lk], d,
+                       **base)  # type: ignore[arg-type]
+    assert (v.kind, v.headline) == (plain.kind, plain.headline)  # today's test
+    said = [x for x in v.lines if x.startswith("Two server processes")]
+    assert said and "speaks of these two server processes" in said[0]
+    assert "exchangeable" in said[0] and "decodescope spread" in said[0]
+    j = v.to_dict()["processes"]
+    assert j["differ"] is True and j["tau_carried"] is None
+    assert j["spread"]["tau"] is None and "3 needed" in j["spread"]["why"]
+
+
+# -- two simulators through the CLI ----------------------------------------------------------
+def test_ab_between_two_simulators_says_whether_one_process_and_what_tau_it_carries(
+        tmp_path: Path, capsys):
+    from test_ab import SHORT
+
+    cal = tmp_path / "short.toml"
+    cal.write_text(SHORT)
+    a = SimServer(SimConfig(time_scale=0.1, seed=3)).start_in_thread()
+    b = SimServer(SimConfig(time_scale=0.1, seed=3)).start_in_thread()
+    try:
+        capsys.readouterr()
+        code = main(["ab", a.url, b.url, "--caliber", str(cal), "--store",
+                     str(tmp_path / "s.sqlite"), "--no-scrape", "--no-fingerprint", "--json",
+                     "--max-pairs", "6", "--looks", "1", "--min-effect", "10"])
+        out = json.loads(capsys.readouterr().out)
+    finally:
+        a.stop()
+        b.stop()
+    assert code in (0, 3) and out["verdict"] in ("NO_CHANGE", "INCONCLUSIVE"), out["headline"]
+    p = out["processes"]
+    assert p["differ"] is True and p["known"] is False and p["tau_carried"] is None
+    assert p["spread"]["tau"] is None and p["spread"]["why"]
+    assert out["design"]["process_sd"] == 0.0
+    assert any(x.startswith("Two server processes") for x in out["lines"])
+
+
+def test_ab_between_two_simulator_processes_carries_tau_learned_from_three(tmp_path: Path,
+                                                                           capsys):
+    # Three `decodescope sim` processes of one launch (their port left out of the stack): two
+    # probe runs each into the store, then `ab` between two of them learns τ of A's stack from
+    # those runs (3 processes) and carries its upper bound.
+    import subprocess
+    import sys
+    from contextlib import ExitStack
+
+    from test_ab import SHORT
+
+    cal = tmp_path / "short.toml"
+    cal.write_text(SHORT)
+    db = str(tmp_path / "s.sqlite")
+    main_ = "import sys; from decodescope.sim.command import command; sys.exit(command())"
+    urls: list[str] = []
+    with ExitStack() as stack:
+        for _ in range(3):
+            proc = subprocess.Popen([sys.executable, "-c", main_, "--port", "0", "--json",
+                                     "--time-scale", "0.1", "--seed", "3"],
+                                    stdout=subprocess.PIPE, text=True)
+            stack.callback(proc.wait, 10)
+            stack.callback(proc.terminate)
+            assert proc.stdout is not None
+            stack.callback(proc.stdout.close)
+            urls.append(json.loads(proc.stdout.readline())["url"])
+            for _ in range(2):
+                assert main(["probe", urls[-1], "--caliber", str(cal), "--trials", "3",
+                             "--warmup", "0", "--no-scrape", "--store", db, "--json"]) == 0
+        capsys.readouterr()
+        code = main(["ab", urls[0], urls[1], "--caliber", str(cal), "--store", db,
+                     "--no-scrape", "--json", "--max-pairs", "6", "--looks", "1",
+                     "--min-effect", "10"])
+        out = json.loads(capsys.readouterr().out)
+    assert code in (0, 1, 3), out["headline"]
+    p = out["processes"]
+    print(out["headline"], *out["lines"], sep="\n")
+    assert p["differ"] is True and p["known"] is True, p
+    sp = p["spread"]
+    assert sp["processes"] == 3 and sp["runs"] == 6 and sp["df_between"] == 2, sp
+    assert p["tau_carried"] == sp["tau_upper"] == out["design"]["process_sd"] >= sp["tau"] >= 0
