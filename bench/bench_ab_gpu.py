@@ -251,11 +251,11 @@ def run(args: argparse.Namespace) -> None:
     servers: list[Server] = []
     try:
         # The between-process spread of A's stack: fresh processes of A's launch, one after the
-        # other on A's port, a few probe runs each, stored like any run of the stack.
+        # other (each on its own port: the port is not part of the stack), a few probe runs each.
         for k in range(args.tau_procs):
             if left() < 60:
                 break
-            p = Server(args, f"P{k + 1}", 8181, [])
+            p = Server(args, f"P{k + 1}", 8191 + k, [])
             servers.append(p)
             warm(p, args.tau_runs)
             p.stop()
