@@ -56,6 +56,7 @@ import os
 import random
 import re
 import shlex
+import shutil
 import signal
 import statistics
 import subprocess
@@ -280,6 +281,8 @@ def run(args: argparse.Namespace) -> None:
         logs = "".join(f"==== {s.name}: {s.log}\n" + "".join(s.log.read_text().splitlines(True)[-120:])
                        for s in servers)
         (out / f"servers_{args.tag}.log").write_text(logs)
+        with contextlib.suppress(OSError):  # the stored runs, for replays of the decision
+            shutil.copy(args.store, out / f"runs_{args.tag}.sqlite")
         res["elapsed_s"] = time.monotonic() - t0
         save()
 
