@@ -56,6 +56,7 @@ import os
 import random
 import re
 import shlex
+import shutil
 import signal
 import statistics
 import subprocess
@@ -65,9 +66,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from decodescope.verdict.ab import Design, run_sequential, verdict_kind
 
 from decodescope.cli.main import main
+from decodescope.verdict.paired_test import Design, run_sequential, verdict_kind
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_ab import summarize, table  # noqa: E402
@@ -140,7 +141,7 @@ def probe_run(s: Server, args: argparse.Namespace, i: int) -> dict[str, Any]:
             "since_start_s": time.time() - s.started,
             "client_decode": col("decode_rate"), "engine_decode": col("engine_decode_rate"),
             "engine_step": col("engine_step_rate"), "engine_mal": col("engine_mal"),
-            "client_mean": v["result"]["client"]["decode_rate"]["mean"]}
+            "client_mean": v["result"]["client"]["decode_rate"]["mean"], "run_id": v.get("id")}
 
 
 def ab_row(v: dict[str, Any], code: int, wall: float | None) -> dict[str, Any]:
@@ -149,7 +150,26 @@ def ab_row(v: dict[str, Any], code: int, wall: float | None) -> dict[str, Any]:
     return {"verdict": v["verdict"], "cause": v["cause"], "exit": code, "pairs": v["pairs"],
             "retaken": len(v["retaken"]), "seconds": v["seconds"], "wall_s": wall,
             "rel": look.get("rel"), "sd": look.get("sd"), "look": look,
-            "log_ratios": v.get("log_ratios"), "headline": v["headline"]}
+            "log_ratios": v.get("log_ratios"), "headline": v["headline"],
+            "processes": {k: x for k, x in v.items() if "process" in k},
+            "notes": [n for n in v.get("notes", []) if isinstance(n, str)]}
+
+
+def warm_triage(s: Server, runs: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
+    """Triage of a fresh server's first run against its last: is the warm-up said?"""
+    first, last = runs[0]["run_id"], runs[-1]["run_id"]
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["triage", str(first), "--baseline", str(last), "--store", args.store,
+                     "--json"])
+    try:
+        v = json.loads(out.getvalue())
+    except json.JSONDecodeError:
+        return {"server": s.name, "exit": code, "error": (out.getvalue() + err.getvalue())[-800:]}
+    notes = [n for n in v.get("notes", []) if isinstance(n, str)]
+    return {"server": s.name, "first": first, "last": last, "exit": code,
+            "verdict": v.get("verdict"), "headline": v.get("headline"),
+            "server_notes": [n for n in notes if "Server state" in n or "warm" in n.lower()]}
 
 
 def ab_rep(a: Server, b: Server, args: argparse.Namespace) -> dict[str, Any]:
@@ -201,14 +221,22 @@ def run(args: argparse.Namespace) -> None:
 
     def warm(s: Server, runs: int) -> None:
         res["servers"].append(s.describe())
+        done = []
         for i in range(runs):
             if left() < 30:
-                return
+                break
             r = probe_run(s, args, i + 1)
             res["warmup"].append(r)
+            done.append(r)
             save()
             print(f"warm-up {s.name} run {i + 1}: client {r['client_mean']:.1f} tok/s "
                   f"({r['since_start_s']:.0f} s after start)", file=sys.stderr, flush=True)
+        if len(done) >= 2 and done[0].get("run_id") and done[-1].get("run_id"):
+            t = warm_triage(s, done, args)
+            res.setdefault("warmup_triage", []).append(t)
+            save()
+            print(f"triage {s.name} first vs last run: {t.get('verdict')} "
+                  f"{t.get('server_notes')}", file=sys.stderr, flush=True)
 
     def reps(a: Server, b: Server, name: str, n: int) -> None:
         for _ in range(n):
@@ -223,6 +251,15 @@ def run(args: argparse.Namespace) -> None:
 
     servers: list[Server] = []
     try:
+        # The between-process spread of A's stack: fresh processes of A's launch, one after the
+        # other (each on its own port: the port is not part of the stack), a few probe runs each.
+        for k in range(args.tau_procs):
+            if left() < 60:
+                break
+            p = Server(args, f"P{k + 1}", 8191 + k, [])
+            servers.append(p)
+            warm(p, args.tau_runs)
+            p.stop()
         a = Server(args, "A", 8181, [])
         servers.append(a)
         warm(a, args.warm_runs)
@@ -244,6 +281,8 @@ def run(args: argparse.Namespace) -> None:
         logs = "".join(f"==== {s.name}: {s.log}\n" + "".join(s.log.read_text().splitlines(True)[-120:])
                        for s in servers)
         (out / f"servers_{args.tag}.log").write_text(logs)
+        with contextlib.suppress(OSError):  # the stored runs, for replays of the decision
+            shutil.copy(args.store, out / f"runs_{args.tag}.sqlite")
         res["elapsed_s"] = time.monotonic() - t0
         save()
 
@@ -281,6 +320,10 @@ def tables(files: list[str]) -> None:
             sd = "—" if r["sd"] is None else f"{100 * r['sd']:.1f} %"
             print(f"  {k} {i}: {r['verdict']} ({r['cause']}) {r['pairs']} pairs {r['seconds']:.1f} s "
                   f"Δ {rel} sd {sd} re-taken {r['retaken']}")
+    for f in files:
+        for t in json.loads(Path(f).read_text()).get("warmup_triage", []):
+            print(f"triage of fresh {t['server']}'s first run against its last: {t.get('verdict')} "
+                  f"(exit {t.get('exit')}); " + " / ".join(t.get("server_notes") or ["no server-state note"]))
     print("\nFresh servers, runs in a row (probe --warmup 0; client steady-state decode, "
           "tok/s, mean of the run's trials; engine decode mean; change vs the last run):\n")
     print("| server | run | s after start | client decode | engine decode | vs last run |")
@@ -353,6 +396,9 @@ def main_bench() -> None:
     r.add_argument("--warm-runs", type=int, default=8, help="probe runs of fresh server A")
     r.add_argument("--warm-runs-b", type=int, default=4, help="probe runs of fresh B servers")
     r.add_argument("--warm-trials", type=int, default=5)
+    r.add_argument("--tau-procs", type=int, default=0,
+                   help="fresh processes of A's launch probed first (the between-process spread)")
+    r.add_argument("--tau-runs", type=int, default=3, help="probe runs of each of them")
     r.add_argument("--budget-s", type=float, default=540)
     r.add_argument("--tag", default="1")
     r.add_argument("--out", required=True)
