@@ -22,6 +22,12 @@ per-request rates (its log):
     python bench/bench_ab_gpu.py table FILE [FILE ...]
     python bench/bench_ab_gpu.py rows self.jsonl --scenario self --tag 3 --gpu NAME > FILE
     python bench/bench_ab_gpu.py trace SERVER_LOG
+    python bench/bench_ab_gpu.py replay FILE [FILE ...]
+
+`replay` re-decides every stored repetition (`rows.*`: its measured pair log ratios, in order,
+and the ANOVA of the τ it carried: MS_between, MS_within, n₀, dfs) under each way of carrying
+τ's uncertainty that bench/bench_tau_carry.py compares (docs/methodology.md §9 "Two server
+processes"): the verdict each would have given, its stop and interval.
 
 How it was run on the lent H100 (docs/methodology.md §9; results in bench/results/). The
 device copies the session's repository root, so everything goes under its git-ignored `.gpu/`:
@@ -381,6 +387,44 @@ def trace(path: str, seed: int) -> None:
               f"{pct(100 * statistics.fmean(p))} | {cells[0]} | {cells[1]} |")
 
 
+def replay(files: list[str]) -> None:
+    """Each stored A/B repetition re-decided under every method of carrying τ."""
+    from bench_tau_carry import METHODS, carried
+
+    from decodescope.verdict.process_spread import Anova
+
+    print("| file | scenario | rep | τ̂ (g) | recorded | " + " | ".join(METHODS) + " |")
+    print("|---|---|---|---|---|" + "---|" * len(METHODS))
+    tally: dict[tuple[str, str], dict[str, int]] = {}
+    for f in files:
+        d = json.loads(Path(f).read_text())
+        for scen, rows in d["rows"].items():
+            for i, r in enumerate(rows, 1):
+                sp = ((r.get("processes") or {}).get("processes") or {}).get("spread") or {}
+                if sp.get("ms_between") is None:
+                    continue
+                g = int(sp["df_between"]) + 1
+                a = Anova(g, g + int(sp["df_within"]), float(sp["ms_between"]),
+                          float(sp["ms_within"]), float(sp["n0"]))
+                cells = []
+                for m in METHODS:
+                    sd, den = carried(a, m)
+                    lk = run_sequential(r["log_ratios"], Design(process_sd=sd, process_den=den))
+                    if lk is None:
+                        cells.append("—")
+                        continue
+                    kind = verdict_kind(lk)
+                    tally.setdefault((scen, m), {}).setdefault(kind, 0)
+                    tally[(scen, m)][kind] += 1
+                    cells.append(f"{kind} {lk.pairs} ({pct(100 * lk.rel_lo)} … "
+                                 f"{pct(100 * lk.rel_hi)})")
+                print(f"| {Path(f).name} | {scen} | {i} | {100 * math.sqrt(a.tau2):.1f} % ({g}) "
+                      f"| {r['verdict']} {pct(100 * r['rel'])} | " + " | ".join(cells) + " |")
+    print()
+    for (scen, m), k in sorted(tally.items()):
+        print(f"{scen} {m}: " + ", ".join(f"{v} {n}" for v, n in sorted(k.items())))
+
+
 def main_bench() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -414,8 +458,13 @@ def main_bench() -> None:
     tr = sub.add_parser("trace", help="replay the sequential test on one server's request rates")
     tr.add_argument("file", help="llama-server log, or one rate (tok/s) a line")
     tr.add_argument("--seed", type=int, default=1)
+    rp = sub.add_parser("replay", help="re-decide stored repetitions under each way of "
+                        "carrying τ (bench/bench_tau_carry.py)")
+    rp.add_argument("files", nargs="+")
     args = ap.parse_args()
-    if args.cmd == "trace":
+    if args.cmd == "replay":
+        replay(args.files)
+    elif args.cmd == "trace":
         trace(args.file, args.seed)
     elif args.cmd == "run":
         run(args)

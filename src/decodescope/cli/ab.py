@@ -95,7 +95,7 @@ def command(url_a: str, url_b: str, caliber_name: str, min_effect: float, alpha:
     store = open_store(store_path)
     try:
         processes = _processes(store, fps, sa.url, sb.url, cal.identity)
-        design = replace(design, process_sd=processes.carried)
+        design = replace(design, **processes.design_fields())
         created: list[int] = []
         try:
             out = run_ab(sa, sb, store, design, labels=parse_labels(labels),

@@ -37,10 +37,13 @@ Reinsel, *Time Series Analysis*, the variance of a mean under AR(1)); the verdic
 
 **Two server processes.** Pairs cancel what both sides share, not the difference of the two
 processes' levels: when A and B are different server processes and the between-process spread
-τ of A's stack is known (verdict/process_spread.py; `Design.process_sd` carries its upper
-bound), both intervals carry it: var(mean d) = s²/n_eff + 2τ², at the look's nominal level with
-the pairs' t df (conservative for the τ part). When z·√2·τ alone reaches the minimum effect no
-number of pairs between these two processes decides; the verdict says what would (restarts).
+τ of A's stack is known (verdict/process_spread.py; `Design.process_sd` carries its point
+estimate τ̂, `Design.process_den` the Satterthwaite denominator of 2τ̂² from its ANOVA mean
+squares), both intervals carry it: var(mean d) = s²/n_eff + 2τ̂², at the look's nominal level
+with Student's t at Satterthwaite's (1946) effective df of that sum (`Design.combined`). When
+t·√2·τ̂ alone (t at the τ term's own df: the limit as the pairs grow) reaches the minimum
+effect no number of pairs between these two processes decides; the verdict says what would
+(restarts).
 
 Pure: no I/O.
 """
@@ -57,6 +60,10 @@ from decodescope.records.evidence import EvidenceRow, EvidenceStatus
 from decodescope.verdict import thresholds as th
 from decodescope.verdict.spending import SPENDINGS, nominal_levels
 from decodescope.verdict.stats import pct
+
+# The smallest effective df a Satterthwaite combination is given (Student's t at df < 0.5 has
+# no useful quantile: its tails are too heavy)
+SATTERTHWAITE_MIN_DF = 0.5
 
 # "N A/B pairs for ±5 %": the user's question is "is the new stack slower by 5 %?"
 HINT_HALF_WIDTH = 0.05
@@ -75,6 +82,9 @@ class Design:
     min_effect: float = th.MIN_EFFECT
     spending: str = th.AB_SPENDING
     process_sd: float = 0.0  # between-process spread τ carried (0: one process, or unknown)
+    # Satterthwaite's denominator of the carried 2τ² (4·Σ (cᵢ·MSᵢ)²/dfᵢ of its ANOVA): the
+    # intervals then use the effective df of s²/n + 2τ²; 0: τ taken as known (the pairs' df)
+    process_den: float = 0.0
 
     def __post_init__(self) -> None:
         if not 0.0 < self.alpha < 0.5:
@@ -89,6 +99,8 @@ class Design:
             raise ValueError(f"spending must be one of {', '.join(SPENDINGS)}")
         if not (self.process_sd >= 0.0 and math.isfinite(self.process_sd)):
             raise ValueError("process_sd must be a finite number ≥ 0")
+        if not (self.process_den >= 0.0 and math.isfinite(self.process_den)):
+            raise ValueError("process_den must be a finite number ≥ 0")
 
     def looks(self) -> list[int]:
         """Pair counts at which the test looks: min_pairs … max_pairs, geometrically spaced."""
@@ -136,15 +148,39 @@ class Design:
                 f"false-alarm rate ≤ {self.alpha:.0%} and false 'no change' rate ≤ "
                 f"{self.alpha:.0%} over all looks"
                 + (f"; between-process spread τ {100 * self.process_sd:.1f} % carried "
-                   "(var of the mean pair log ratio s²/n + 2τ²)" if self.process_sd else ""))
+                   "(var of the mean pair log ratio s²/n + 2τ²"
+                   + (", Satterthwaite's effective df" if self.process_den else "") + ")"
+                   if self.process_sd or self.process_den else ""))
+
+    def combined(self, pair_var: float, df_pairs: float) -> tuple[float, float]:
+        """(se, df) of the mean pair log ratio: se² = s²/n + 2τ² (pair_var = s²/n); df the
+        pairs' when τ is taken as known (process_den 0), else Satterthwaite's (1946) effective
+        df (s²/n + 2τ²)² / ((s²/n)²/df_pairs + process_den)."""
+        v_tau = 2.0 * self.process_sd ** 2
+        var = pair_var + v_tau
+        if not self.process_den:
+            return math.sqrt(var), df_pairs
+        den = pair_var * pair_var / df_pairs + self.process_den
+        return math.sqrt(var), max(var * var / den, SATTERTHWAITE_MIN_DF)
+
+    def process_df(self) -> float:
+        """The effective df of the carried 2τ² alone ((2τ²)²/process_den; infinite when τ is
+        taken as known)."""
+        if not self.process_den:
+            return math.inf
+        return max((2.0 * self.process_sd ** 2) ** 2 / self.process_den, SATTERTHWAITE_MIN_DF)
 
     def process_floor(self, level: float) -> float:
         """The half-width (log scale) that the between-process term alone gives an interval
-        at `level` whatever the pairs: z·√2·τ (0 when none is carried)."""
+        at `level` whatever the pairs: q·√2·τ with q the normal quantile when τ is taken as
+        known, else Student's t at the τ term's own effective df (the limit of the combined
+        df as the pairs grow); 0 when none is carried."""
         if not self.process_sd:
             return 0.0
-        return statistics.NormalDist().inv_cdf(0.5 + level / 2.0) * math.sqrt(2.0) * \
-            self.process_sd
+        df = self.process_df()
+        q = (statistics.NormalDist().inv_cdf(0.5 + level / 2.0) if math.isinf(df)
+             else t_crit(level, df))
+        return q * math.sqrt(2.0) * self.process_sd
 
     def undecidable_by_pairs(self) -> bool:
         """No number of pairs rules out a change of the minimum effect: the equivalence
@@ -153,7 +189,7 @@ class Design:
         return self.process_floor(self.equivalence_levels()[-1]) >= math.log1p(self.min_effect)
 
 
-def t_crit(level: float, df: int) -> float:
+def t_crit(level: float, df: float) -> float:
     from scipy.stats import t
 
     return float(t.ppf(0.5 + level / 2.0, df))
@@ -211,8 +247,8 @@ def look(log_ratios: Sequence[float], design: Design, *, final: bool = False) ->
     sd = statistics.stdev(log_ratios)
     rho = serial_rho(log_ratios)
     n_eff = n * (1.0 - rho) / (1.0 + rho) if rho else float(n)
-    se = math.sqrt(sd * sd / n_eff + 2.0 * design.process_sd ** 2)
-    df = max(2, math.floor(n_eff) - 1) if rho else n - 1
+    df_pairs = max(2, math.floor(n_eff) - 1) if rho else n - 1
+    se, df = design.combined(sd * sd / n_eff, df_pairs)
     lev, eq_lev = design.levels_at(n)
     half = t_crit(lev, df) * se
     eq_half = t_crit(eq_lev, df) * se
@@ -290,9 +326,9 @@ def pairs_needed(pair_sd: float, half_width: float, design: Design,
         return design.min_pairs
     z = statistics.NormalDist().inv_cdf(0.5 + lev / 2.0)
     n = max(design.min_pairs, math.ceil((z * pair_sd / target) ** 2))
-    tau2 = 2.0 * design.process_sd ** 2
     while n <= th.MAX_TRIALS_SUGGESTED:
-        if t_crit(lev, n - 1) * math.sqrt(pair_sd * pair_sd / n + tau2) <= target:
+        se, df = design.combined(pair_sd * pair_sd / n, n - 1)
+        if t_crit(lev, df) * se <= target:
             return n
         n += 1
     return None
@@ -508,8 +544,8 @@ def ab_verdict(log_ratios: Sequence[float], orders: Sequence[str], looks: Sequen
     elif cause == "between-process spread":
         floor = 100 * math.expm1(design.process_floor(design.level))
         head = (f"INCONCLUSIVE (between-process spread) — decode {lk.describe()}, interval at "
-                f"{lev}: two server processes of A's stack differ in level (τ up to "
-                f"{100 * design.process_sd:.1f} %, the upper bound carried), which alone keeps "
+                f"{lev}: two server processes of A's stack differ in level (τ "
+                f"{100 * design.process_sd:.1f} %, {tau_df_words(design)}), which alone keeps "
                 f"the interval ±{floor:.1f} % wide — no number of pairs between these two "
                 f"processes rules out a change of ±{design.min_effect:.0%} here or shows one "
                 f"smaller than {floor:.1f} %.")
@@ -567,13 +603,14 @@ def process_lines(p: Any, design: Design) -> list[str]:
     if not p.differ:
         return []
     sp = p.spread
-    if design.process_sd > 0.0 and sp is not None and sp.known:
+    if (design.process_sd > 0.0 or design.process_den > 0.0) and sp is not None and sp.known:
         return [f"Two server processes ({p.why}): the {sp.text()}; both intervals carry it "
-                "(variance of the mean pair log ratio s²/n + 2τ²): identical servers whose "
-                "levels differ by less are not a change."]
+                "(variance of the mean pair log ratio s²/n + 2τ², Student's t at "
+                "Satterthwaite's effective df of that sum): identical servers whose levels "
+                "differ by less are not a change."]
     if sp is not None and sp.known:
-        return [f"Two server processes ({p.why}): the {sp.text()} — its upper bound is 0, "
-                "so the intervals are the pairs' own."]
+        return [f"Two server processes ({p.why}): the {sp.text()} — τ is 0 with no "
+                "uncertainty left, so the intervals are the pairs' own."]
     why = sp.why if sp is not None else "not learned"
     return [f"Two server processes ({p.why}); between-process spread unknown ({why}). This "
             "verdict speaks of these two server processes: as a verdict on the two stacks it "
@@ -587,8 +624,8 @@ def process_lines(p: Any, design: Design) -> list[str]:
 def restarts_needed(lk: Look, design: Design) -> int | None:
     """Server restarts per side (each side one fresh process per restart, an A/B of up to
     max pairs between each, pooled) for the interval that would decide at the measured change:
-    the smallest N with z·√((2τ² + s²/max pairs)/N) ≤ the target (normal; None beyond
-    MAX_TRIALS_SUGGESTED)."""
+    the smallest N with z·√((2τ̂² + s²/max pairs)/N) ≤ the target (normal, at the carried
+    point estimate τ̂; None beyond MAX_TRIALS_SUGGESTED)."""
     m = abs(lk.rel)
     if m >= design.min_effect:
         target, lev = math.log1p(m), design.level
@@ -700,6 +737,13 @@ def process_blocks(lk: Look, design: Design) -> bool:
         math.log1p(design.min_effect - m)
 
 
+def tau_df_words(design: Design) -> str:
+    """How the carried τ's uncertainty enters, in words."""
+    df = design.process_df()
+    return ("taken as known" if math.isinf(df)
+            else f"carried with Satterthwaite's effective df, its own {df:.1f}")
+
+
 def process_hint(lk: Look, design: Design) -> tuple[str, str]:
     """What would decide an A/B that the between-process spread alone keeps undecided: never
     more pairs of these two processes — restarts of both servers, each adding a pair of fresh
@@ -709,7 +753,8 @@ def process_hint(lk: Look, design: Design) -> tuple[str, str]:
     many = (f"about {k} server restarts per side" if k is not None else
             f"more than {th.MAX_TRIALS_SUGGESTED} server restarts per side")
     return (f"What would decide it: no number of pairs between these two processes — the "
-            f"between-process spread alone (τ {100 * design.process_sd:.1f} %) keeps the "
+            f"between-process spread alone (τ {100 * design.process_sd:.1f} %, "
+            f"{tau_df_words(design)}) keeps the "
             f"interval ±{100 * floor:.1f} % wide: a smaller change cannot be told between two "
             f"processes of this stack on this host. {many[0].upper() + many[1:]} would (each "
             "side's level then averages that many processes: 2τ²/N).",

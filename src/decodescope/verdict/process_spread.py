@@ -19,14 +19,18 @@ least MIN_PROCESS_RUNS runs count, and at least MIN_PROCESSES of them are needed
 τ² = max(0, (MS_between − MS_within) / n₀), n₀ = (N − Σnᵢ²/N)/(g − 1) for g processes and N
 runs (Searle, Casella & McCulloch, *Variance Components*, 1992, §3.5).
 
-**What `ab` carries: an upper confidence bound.** τ from 3 processes has 2 degrees of
-freedom; the point estimate is 0 about a third of the time when τ is not. Carrying it would
-not keep the A/B's false-alarm rate. `ab` carries the one-sided upper bound at
-PROCESS_SPREAD_CONFIDENCE: τ²_U = max(0, ((g − 1)·MS_between/χ²_{1−c; g−1} − MS_within)/n₀)
-(the chi-square bound of E[MS_between] = σ²_within + n₀τ², with the within part taken at its
-estimate: exact when processes have equal runs and the within part is known). Conditional on
-τ ≤ τ_U the A/B's error stays ≤ α; τ_U < τ happens at most 1 − c of the time, and then the
-interval is only a little too narrow (the seeded check in tests/test_ab_process_spread.py).
+**What `ab` carries: τ̂ with Satterthwaite's effective df.** The A/B's mean pair log ratio has
+variance V = s²/n_eff + 2τ² (its pairs, and the difference of two processes' levels). `ab`
+estimates it by V̂ = s²/n_eff + 2τ̂² — a linear combination of the pairs' variance and the
+ANOVA's mean squares, 2τ̂² = (2/n₀)·MS_between − (2/n₀)·MS_within — and reads Student's t at
+Satterthwaite's (1946) effective df of that combination:
+df_V = V̂² / [(s²/n_eff)²/df_pairs + 4·Σ (cᵢ·MSᵢ)²/dfᵢ], c = ±1/n₀ (τ̂²'s own df is
+τ̂⁴/Σ (cᵢ·MSᵢ)²/dfᵢ; the τ term of the denominator is kept when τ̂² is truncated at 0, so an
+estimate of 0 from few processes still widens the interval). Chosen by measurement
+(bench/bench_tau_carry.py, docs/methodology.md §9): over τ 0–5 %, pair sd 1–7 % and 3–20 stored
+processes it kept both the false-alarm and the false-"no change" rate ≤ α and decided more
+often than the one-sided χ² upper bound of τ (formerly carried; still computed and shown:
+`upper`) or its MLS (Graybill–Wang) variant.
 
 Pure, but for `learn_for_fingerprint`'s caller, which reads the run store.
 """
@@ -46,8 +50,9 @@ from decodescope.verdict.stack import describe_stack, stack_key, usable
 STATISTIC = ("τ: sd of a server process's level of the log decode rate beyond its runs' "
              "within-process scatter")
 METHOD = ("one-way random-effects ANOVA on per-run mean log rates grouped by server process "
-          "(τ² = max(0, (MS_between − MS_within)/n₀)); carried: its one-sided upper bound "
-          "(χ² of MS_between)")
+          "(τ² = max(0, (MS_between − MS_within)/n₀)); carried: τ̂ with Satterthwaite's "
+          "effective df of s²/n + 2τ̂² (its ANOVA mean squares)")
+CARRIED = "τ̂ with Satterthwaite df"
 
 
 @dataclass(frozen=True)
@@ -55,8 +60,8 @@ class ProcessSpread:
     """The between-process spread of one stack at one caliber (relative, log scale); `sd` and
     `upper` None when it is unknown, with `why`."""
 
-    sd: float | None  # τ, the point estimate
-    upper: float | None  # its one-sided upper bound at `confidence`: what `ab` carries
+    sd: float | None  # τ̂, the point estimate: what `ab` carries
+    upper: float | None  # its one-sided χ² upper bound at `confidence` (shown, not carried)
     confidence: float
     processes: int  # server processes with ≥ MIN_PROCESS_RUNS runs that the estimate saw
     runs: int  # their runs
@@ -72,10 +77,19 @@ class ProcessSpread:
     trends: tuple[str, ...] = ()
     statistic: str = STATISTIC
     basis: str = METHOD
+    # Satterthwaite's denominator of the carried 2τ̂²: 4·Σ (cᵢ·MSᵢ)²/dfᵢ (Design.process_den)
+    den: float | None = None
 
     @property
     def known(self) -> bool:
-        return self.upper is not None
+        return self.sd is not None
+
+    @property
+    def df(self) -> float | None:
+        """The effective df of the carried 2τ̂² alone, (2τ̂²)²/den (0 when τ̂ is 0)."""
+        if self.sd is None or not self.den:
+            return None
+        return (2.0 * self.sd ** 2) ** 2 / self.den
 
     def text(self) -> str:
         if self.sd is None or self.upper is None:
@@ -83,14 +97,17 @@ class ProcessSpread:
         trend = (f"; {self.left_out} run{'s' if self.left_out != 1 else ''} of a trend left "
                  "out" if self.left_out else "")
         where = f" of this stack ({self.stack})" if self.stack else ""
-        return (f"between-process spread τ {100 * self.sd:.1f} % (one-sided "
-                f"{100 * self.confidence:.0f} % upper bound {100 * self.upper:.1f} %, carried) "
+        return (f"between-process spread τ {100 * self.sd:.1f} % (carried with "
+                f"Satterthwaite's effective df, its own {self.df or 0.0:.1f}; one-sided "
+                f"{100 * self.confidence:.0f} % upper bound {100 * self.upper:.1f} %) "
                 f"from {self.processes} server processes{where}, {self.runs} runs "
                 f"({self.df_between} df between processes: "
                 f"{'rough' if (self.df_between or 0) < 5 else 'fair'}), {self.metric}{trend}")
 
     def to_dict(self) -> dict[str, Any]:
         return {"tau": self.sd, "tau_upper": self.upper, "confidence": self.confidence,
+                "carried": CARRIED if self.known else None, "tau_df": self.df,
+                "satterthwaite_den": self.den,
                 "processes": self.processes, "runs": self.runs,
                 "df_between": self.df_between, "df_within": self.df_within,
                 "ms_between": self.ms_between, "ms_within": self.ms_within, "n0": self.n0,
@@ -126,6 +143,37 @@ class Anova:
         df = self.groups - 1
         ms_hi = df * self.ms_between / float(chi2.ppf(1.0 - confidence, df))
         return max(0.0, (ms_hi - self.ms_within) / self.n0)
+
+    @property
+    def df_between(self) -> int:
+        return self.groups - 1
+
+    @property
+    def df_within(self) -> int:
+        return self.n - self.groups
+
+    def tau2_den(self) -> float:
+        """Satterthwaite's (1946) denominator for τ̂² = (MS_b − MS_w)/n₀: Σ (cᵢ·MSᵢ)²/dfᵢ with
+        c = ±1/n₀ (half the estimated variance of τ̂², each MS's variance taken as 2·MS²/df)."""
+        return ((self.ms_between / self.n0) ** 2 / self.df_between
+                + (self.ms_within / self.n0) ** 2 / self.df_within)
+
+    def tau2_df(self) -> float:
+        """τ̂²'s Satterthwaite effective df: τ̂⁴ / Σ (cᵢ·MSᵢ)²/dfᵢ (0 when τ̂² is 0)."""
+        return self.tau2 ** 2 / self.tau2_den()
+
+    def tau2_upper_mls(self, confidence: float) -> float:
+        """The modified large-sample (MLS) one-sided upper bound of τ² (Graybill & Wang 1980;
+        Burdick & Graybill, *Confidence Intervals on Variance Components*, 1992, §3.3):
+        τ̂² + √(H₁²·MS_b² + G₂²·MS_w²)/n₀, H₁ = df_b/χ²_{1−c; df_b} − 1,
+        G₂ = 1 − df_w/χ²_{c; df_w} (the within part's uncertainty carried too)."""
+        from scipy.stats import chi2
+
+        h1 = self.df_between / float(chi2.ppf(1.0 - confidence, self.df_between)) - 1.0
+        g2 = 1.0 - self.df_within / float(chi2.ppf(confidence, self.df_within))
+        raw = (self.ms_between - self.ms_within) / self.n0
+        return max(0.0, raw + math.sqrt((h1 * self.ms_between) ** 2
+                                        + (g2 * self.ms_within) ** 2) / self.n0)
 
 
 def anova(groups: Sequence[Sequence[float]]) -> Anova:
@@ -191,7 +239,8 @@ def estimate(runs: Sequence[StoredRun], *, confidence: float = th.PROCESS_SPREAD
     a = anova(groups)
     return ProcessSpread(math.sqrt(a.tau2), math.sqrt(a.tau2_upper(confidence)), confidence,
                          a.groups, a.n, a.groups - 1, a.n - a.groups, a.ms_between,
-                         a.ms_within, a.n0, metric, stack, None, left_out, trends)
+                         a.ms_within, a.n0, metric, stack, None, left_out, trends,
+                         den=4.0 * a.tau2_den())
 
 
 def replace_trend(p: ProcessSpread, left_out: int, trends: tuple[str, ...]) -> ProcessSpread:
@@ -227,15 +276,29 @@ class Processes:
 
     @property
     def carried(self) -> float:
-        """τ carried into the A/B's intervals (the upper bound), 0 when it does not enter."""
-        if not self.differ or self.spread is None or self.spread.upper is None:
+        """τ carried into the A/B's intervals (τ̂), 0 when it does not enter."""
+        if not self.differ or self.spread is None or self.spread.sd is None:
             return 0.0
-        return self.spread.upper
+        return self.spread.sd
+
+    @property
+    def den(self) -> float:
+        """Satterthwaite's denominator of the carried 2τ̂² (Design.process_den), 0 when τ does
+        not enter."""
+        if not self.differ or self.spread is None or self.spread.sd is None:
+            return 0.0
+        return self.spread.den or 0.0
+
+    def design_fields(self) -> dict[str, float]:
+        """What paired_test.Design carries of it: `replace(design, **p.design_fields())`."""
+        return {"process_sd": self.carried, "process_den": self.den}
 
     def to_dict(self) -> dict[str, Any]:
+        on = self.differ and self.spread is not None and self.spread.known
         return {"differ": self.differ, "known": self.known, "why": self.why,
-                "tau_carried": self.carried if self.differ and self.spread is not None
-                and self.spread.known else None,
+                "tau_carried": self.carried if on else None,
+                "carried": CARRIED if on else None,
+                "satterthwaite_den": self.den if on else None,
                 "spread": self.spread.to_dict() if self.spread is not None else None}
 
 
