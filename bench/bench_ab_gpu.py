@@ -389,7 +389,7 @@ def trace(path: str, seed: int) -> None:
 
 def replay(files: list[str]) -> None:
     """Each stored A/B repetition re-decided under every method of carrying τ."""
-    from bench_tau_carry import METHODS, carried
+    from bench_tau_carry import METHODS, design_for
 
     from decodescope.verdict.process_spread import Anova
 
@@ -408,8 +408,7 @@ def replay(files: list[str]) -> None:
                           float(sp["ms_within"]), float(sp["n0"]))
                 cells = []
                 for m in METHODS:
-                    sd, den = carried(a, m)
-                    lk = run_sequential(r["log_ratios"], Design(process_sd=sd, process_den=den))
+                    lk = run_sequential(r["log_ratios"], design_for(a, m))
                     if lk is None:
                         cells.append("—")
                         continue

@@ -20,7 +20,8 @@ Methods (what the A/B carries for τ):
 * satt-literal: the same, but τ̂² = 0 adds nothing (the pairs' df);
 * gpq: a generalized confidence interval (Weerahandi 1993; for the one-way random model
   Krishnamoorthy & Mathew 2004): the generalized pivotal quantity d̄ − Z·√(s²/n·df_p/U_p +
-  2·max(0, (MS_b·df_b/U_b − MS_w·df_w/U_w)/n₀)), Z normal, U's χ² (GPQ_DRAWS seeded draws);
+  2·max(0, (MS_b·df_b/U_b − MS_w·df_w/U_w)/n₀)), Z normal, U's χ² (paired_test.gpq_half,
+  GPQ_DRAWS seeded draws) — what `ab` carries;
 * point: τ̂ with the pairs' t df (τ taken as known: reference);
 * none: τ not carried (reference).
 
@@ -37,7 +38,6 @@ import random
 import statistics
 import sys
 import time
-from dataclasses import dataclass
 from functools import lru_cache
 from multiprocessing import Pool
 from typing import Any
@@ -52,7 +52,6 @@ GROUPS = (3, 5, 10, 20)
 RUNS = 3  # runs per stored process
 WITHIN = 0.01  # sd of a run's mean log rate within one process (issue 36's H100: ≈ 1.1–1.5 %)
 METHODS = ("upper", "mls", "satterthwaite", "satt-literal", "gpq", "point", "none")
-GPQ_DRAWS = 4000
 CONF = 0.95
 
 _t = pt.t_crit
@@ -78,66 +77,6 @@ class _FastStats:
         return math.sqrt(math.fsum((v - m) ** 2 for v in x) / (len(x) - 1))
 
 
-@dataclass(frozen=True)
-class GpqDesign(Design):
-    """A design whose looks use the generalized pivotal quantity of the ANOVA `a`."""
-
-    anova: Any = None
-
-
-_GPQ: dict[int, Any] = {}
-
-
-def _gpq_draws(df_p: int, a: ps.Anova) -> Any:
-    import numpy as np
-
-    rng = np.random.default_rng(36)
-    z = np.abs(rng.standard_normal(GPQ_DRAWS))
-    up = rng.chisquare(df_p, GPQ_DRAWS) / df_p
-    ub = rng.chisquare(a.df_between, GPQ_DRAWS) / a.df_between
-    uw = rng.chisquare(a.df_within, GPQ_DRAWS) / a.df_within
-    return z, up, ub, uw
-
-
-def gpq_look(log_ratios: Any, design: Design, *, final: bool = False) -> Any:
-    import numpy as np
-
-    if not isinstance(design, GpqDesign):
-        return _look(log_ratios, design, final=final)
-    a = design.anova
-    n = len(log_ratios)
-    m = math.fsum(log_ratios) / n
-    sd = _FastStats.stdev(log_ratios)
-    rho = pt.serial_rho(log_ratios)
-    n_eff = n * (1.0 - rho) / (1.0 + rho) if rho else float(n)
-    df = max(2, math.floor(n_eff) - 1) if rho else n - 1
-    z, up, ub, uw = _gpq_draws(df, a)
-    v = sd * sd / n_eff / up + 2.0 * np.maximum(
-        0.0, (a.ms_between / ub - a.ms_within / uw) / a.n0)
-    w = z * np.sqrt(v)
-    lev, eq_lev = design.levels_at(n)
-    half, eq_half = (float(x) for x in np.quantile(w, [lev, eq_lev]))
-    # the decision as paired_test.look makes it, from these intervals
-    lo, hi, eq_lo, eq_hi = m - half, m + half, m - eq_half, m + eq_half
-    edge = math.log1p(design.min_effect)
-    low_edge = math.log1p(-design.min_effect)
-    beyond = lo > 0.0 or hi < 0.0
-    if n < design.min_pairs:
-        decision = "continue"
-    elif beyond and abs(math.expm1(m)) >= design.min_effect:
-        decision = "change"
-    elif eq_lo > low_edge and eq_hi < edge:
-        decision = "equivalent"
-    elif not final:
-        decision = "continue"
-    elif beyond:
-        decision = "below_min_effect"
-    else:
-        decision = "undecided"
-    return pt.Look(n, m, sd, lo, hi, decision, eq_lo, eq_hi, lev, eq_lev, rho or None)
-
-
-_look = pt.look
 
 
 def carried(a: ps.Anova, method: str) -> tuple[float, float]:
@@ -150,16 +89,24 @@ def carried(a: ps.Anova, method: str) -> tuple[float, float]:
         return math.sqrt(a.tau2), 4.0 * a.tau2_den()
     if method == "satt-literal":
         return math.sqrt(a.tau2), (4.0 * a.tau2_den() if a.tau2 > 0 else 0.0)
-    if method == "point":
+    if method in ("point", "gpq"):
         return math.sqrt(a.tau2), 0.0
     return 0.0, 0.0
+
+
+def design_for(a: ps.Anova, method: str) -> Design:
+    """The default design carrying τ of this ANOVA by this method (gpq: as `ab` does)."""
+    sd, den = carried(a, method)
+    if method == "gpq":
+        return Design(process_sd=sd, process_ms=(a.ms_between, a.ms_within, a.df_between,
+                                                 a.df_within, a.n0))
+    return Design(process_sd=sd, process_den=den)
 
 
 def cell(args: tuple[float, float, int, int, int, tuple[str, ...]]) -> dict[str, Any]:
     tau, pair_sd, g, reps, seed, methods = args
     pt.t_crit = _t_cached  # type: ignore[assignment]  # same function, memoised
     pt.statistics = _FastStats  # type: ignore[assignment]
-    pt.look = gpq_look  # type: ignore[assignment]  # GpqDesign's looks; others paired_test's
     rng = random.Random(seed)
     base = Design()
     shifts = {"zero": 0.0, "edge": math.log1p(-base.min_effect), "minus5": math.log(0.95)}
@@ -174,9 +121,7 @@ def cell(args: tuple[float, float, int, int, int, tuple[str, ...]]) -> dict[str,
         offset = rng.gauss(0.0, tau) - rng.gauss(0.0, tau)
         noise = [rng.gauss(0.0, pair_sd) for _ in range(base.max_pairs)]
         for m in methods:
-            sd, den = carried(a, m)
-            d = (GpqDesign(anova=a) if m == "gpq"
-                 else Design(process_sd=sd, process_den=den))
+            d = design_for(a, m)
             for k, shift in shifts.items():
                 lk = run_sequential([shift + offset + e for e in noise], d)
                 assert lk is not None

@@ -37,13 +37,16 @@ Reinsel, *Time Series Analysis*, the variance of a mean under AR(1)); the verdic
 
 **Two server processes.** Pairs cancel what both sides share, not the difference of the two
 processes' levels: when A and B are different server processes and the between-process spread
-τ of A's stack is known (verdict/process_spread.py; `Design.process_sd` carries its point
-estimate τ̂, `Design.process_den` the Satterthwaite denominator of 2τ̂² from its ANOVA mean
-squares), both intervals carry it: var(mean d) = s²/n_eff + 2τ̂², at the look's nominal level
-with Student's t at Satterthwaite's (1946) effective df of that sum (`Design.combined`). When
-t·√2·τ̂ alone (t at the τ term's own df: the limit as the pairs grow) reaches the minimum
-effect no number of pairs between these two processes decides; the verdict says what would
-(restarts).
+τ of A's stack is known (verdict/process_spread.py), both intervals carry it: var(mean d) =
+s²/n_eff + 2τ², with τ's own uncertainty from its ANOVA (`Design.process_ms`: MS_between,
+MS_within, their df, n₀) by a **generalized confidence interval** (Weerahandi 1993): the
+half-width at the look's nominal level is the quantile of the generalized pivotal quantity
+|Z|·√(s²/n·df_p/U_p + 2·max(0, (MS_b·df_b/U_b − MS_w·df_w/U_w)/n₀)) over GPQ_DRAWS seeded draws
+(`gpq_half`). Chosen by measurement over the one-sided χ² upper bound of τ (formerly carried),
+its MLS variant and τ̂ with Satterthwaite's df (`Design.process_den`, kept for the comparison
+in bench/bench_tau_carry.py): docs/methodology.md §9. When the between-process term alone (the
+same quantile with the pairs' term 0) reaches the minimum effect no number of pairs between
+these two processes decides; the verdict says what would (restarts).
 
 Pure: no I/O.
 """
@@ -54,6 +57,7 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from typing import Any, Literal
 
 from decodescope.records.evidence import EvidenceRow, EvidenceStatus
@@ -85,6 +89,9 @@ class Design:
     # Satterthwaite's denominator of the carried 2τ² (4·Σ (cᵢ·MSᵢ)²/dfᵢ of its ANOVA): the
     # intervals then use the effective df of s²/n + 2τ²; 0: τ taken as known (the pairs' df)
     process_den: float = 0.0
+    # The ANOVA of the carried τ (MS_between, MS_within, df_between, df_within, n₀): the
+    # intervals are then generalized confidence intervals (`gpq_half`); None: not carried so
+    process_ms: tuple[float, float, int, int, float] | None = None
 
     def __post_init__(self) -> None:
         if not 0.0 < self.alpha < 0.5:
@@ -101,6 +108,11 @@ class Design:
             raise ValueError("process_sd must be a finite number ≥ 0")
         if not (self.process_den >= 0.0 and math.isfinite(self.process_den)):
             raise ValueError("process_den must be a finite number ≥ 0")
+        if self.process_ms is not None:
+            msb, msw, dfb, dfw, n0 = self.process_ms
+            if not (msb >= 0.0 and msw >= 0.0 and dfb >= 1 and dfw >= 1 and n0 > 0.0):
+                raise ValueError("process_ms must be (MS_between ≥ 0, MS_within ≥ 0, "
+                                 "df_between ≥ 1, df_within ≥ 1, n0 > 0)")
 
     def looks(self) -> list[int]:
         """Pair counts at which the test looks: min_pairs … max_pairs, geometrically spaced."""
@@ -149,8 +161,15 @@ class Design:
                 f"{self.alpha:.0%} over all looks"
                 + (f"; between-process spread τ {100 * self.process_sd:.1f} % carried "
                    "(var of the mean pair log ratio s²/n + 2τ²"
-                   + (", Satterthwaite's effective df" if self.process_den else "") + ")"
-                   if self.process_sd or self.process_den else ""))
+                   + (", generalized confidence intervals from its ANOVA"
+                      if self.process_ms is not None
+                      else ", Satterthwaite's effective df" if self.process_den else "") + ")"
+                   if self.carries_process else ""))
+
+    @property
+    def carries_process(self) -> bool:
+        """Whether the intervals carry a between-process term (τ, or its uncertainty)."""
+        return bool(self.process_sd or self.process_den or self.process_ms is not None)
 
     def combined(self, pair_var: float, df_pairs: float) -> tuple[float, float]:
         """(se, df) of the mean pair log ratio: se² = s²/n + 2τ² (pair_var = s²/n); df the
@@ -162,6 +181,15 @@ class Design:
             return math.sqrt(var), df_pairs
         den = pair_var * pair_var / df_pairs + self.process_den
         return math.sqrt(var), max(var * var / den, SATTERTHWAITE_MIN_DF)
+
+    def half_width(self, level: float, pair_var: float, df_pairs: float) -> float:
+        """The half-width (log scale) of an interval of the mean pair log ratio at `level`
+        (pair_var = s²/n_eff): the generalized confidence interval when the ANOVA of τ is
+        carried (process_ms), else Student's t × √(s²/n + 2τ²) at `combined`'s df."""
+        if self.process_ms is not None:
+            return gpq_half(level, pair_var, df_pairs, self.process_ms)
+        se, df = self.combined(pair_var, df_pairs)
+        return t_crit(level, df) * se
 
     def process_df(self) -> float:
         """The effective df of the carried 2τ² alone ((2τ²)²/process_den; infinite when τ is
@@ -175,6 +203,8 @@ class Design:
         at `level` whatever the pairs: q·√2·τ with q the normal quantile when τ is taken as
         known, else Student's t at the τ term's own effective df (the limit of the combined
         df as the pairs grow); 0 when none is carried."""
+        if self.process_ms is not None:
+            return gpq_half(level, 0.0, math.inf, self.process_ms)
         if not self.process_sd:
             return 0.0
         df = self.process_df()
@@ -187,6 +217,42 @@ class Design:
         interval of the last look, with infinitely many pairs, still reaches ±minimum
         effect."""
         return self.process_floor(self.equivalence_levels()[-1]) >= math.log1p(self.min_effect)
+
+
+# Generalized confidence intervals (Weerahandi, JASA 88:899–905, 1993; for the one-way random
+# model Krishnamoorthy & Mathew, 2004): the quantiles of the generalized pivotal quantity from
+# GPQ_DRAWS draws of one fixed seed (deterministic; the draws measured in
+# bench/bench_tau_carry.py, docs/methodology.md §9)
+GPQ_DRAWS = 4000
+GPQ_SEED = 36
+
+
+@lru_cache(maxsize=256)
+def _gpq_draws(df_pairs: float, df_between: int, df_within: int) -> tuple[Any, ...]:
+    import numpy as np
+
+    rng = np.random.default_rng(GPQ_SEED)
+    z = np.abs(rng.standard_normal(GPQ_DRAWS))
+    up = (rng.chisquare(df_pairs, GPQ_DRAWS) / df_pairs if math.isfinite(df_pairs)
+          else np.ones(GPQ_DRAWS))
+    ub = rng.chisquare(df_between, GPQ_DRAWS) / df_between
+    uw = rng.chisquare(df_within, GPQ_DRAWS) / df_within
+    return z, up, ub, uw
+
+
+def gpq_half(level: float, pair_var: float, df_pairs: float,
+             ms: tuple[float, float, int, int, float]) -> float:
+    """Half-width of the generalized confidence interval of the mean pair log ratio at
+    `level`: the quantile of |Z|·√(s²/n·df_p/U_p + 2·max(0, (MS_b·df_b/U_b − MS_w·df_w/U_w)/n₀))
+    (Z normal, U_p, U_b, U_w χ² with the pairs', between- and within-process df): the
+    generalized pivotal quantity of var(mean d) = s²/n + 2τ², each mean square replaced by its
+    pivot (τ²'s truncated at 0). pair_var 0 and df_pairs ∞: the between-process term alone."""
+    import numpy as np
+
+    msb, msw, dfb, dfw, n0 = ms
+    z, up, ub, uw = _gpq_draws(df_pairs, int(dfb), int(dfw))
+    v = pair_var / up + 2.0 * np.maximum(0.0, (msb / ub - msw / uw) / n0)
+    return float(np.quantile(z * np.sqrt(v), level))
 
 
 def t_crit(level: float, df: float) -> float:
@@ -248,10 +314,9 @@ def look(log_ratios: Sequence[float], design: Design, *, final: bool = False) ->
     rho = serial_rho(log_ratios)
     n_eff = n * (1.0 - rho) / (1.0 + rho) if rho else float(n)
     df_pairs = max(2, math.floor(n_eff) - 1) if rho else n - 1
-    se, df = design.combined(sd * sd / n_eff, df_pairs)
     lev, eq_lev = design.levels_at(n)
-    half = t_crit(lev, df) * se
-    eq_half = t_crit(eq_lev, df) * se
+    half = design.half_width(lev, sd * sd / n_eff, df_pairs)
+    eq_half = design.half_width(eq_lev, sd * sd / n_eff, df_pairs)
     lo, hi = m - half, m + half
     eq_lo, eq_hi = m - eq_half, m + eq_half
     edge = math.log1p(design.min_effect)
@@ -327,8 +392,7 @@ def pairs_needed(pair_sd: float, half_width: float, design: Design,
     z = statistics.NormalDist().inv_cdf(0.5 + lev / 2.0)
     n = max(design.min_pairs, math.ceil((z * pair_sd / target) ** 2))
     while n <= th.MAX_TRIALS_SUGGESTED:
-        se, df = design.combined(pair_sd * pair_sd / n, n - 1)
-        if t_crit(lev, df) * se <= target:
+        if design.half_width(lev, pair_sd * pair_sd / n, n - 1) <= target:
             return n
         n += 1
     return None
@@ -603,10 +667,10 @@ def process_lines(p: Any, design: Design) -> list[str]:
     if not p.differ:
         return []
     sp = p.spread
-    if (design.process_sd > 0.0 or design.process_den > 0.0) and sp is not None and sp.known:
+    if design.carries_process and sp is not None and sp.known:
         return [f"Two server processes ({p.why}): the {sp.text()}; both intervals carry it "
-                "(variance of the mean pair log ratio s²/n + 2τ², Student's t at "
-                "Satterthwaite's effective df of that sum): identical servers whose levels "
+                "(variance of the mean pair log ratio s²/n + 2τ², with τ's uncertainty from "
+                "its ANOVA: generalized confidence intervals): identical servers whose levels "
                 "differ by less are not a change."]
     if sp is not None and sp.known:
         return [f"Two server processes ({p.why}): the {sp.text()} — τ is 0 with no "
@@ -726,7 +790,7 @@ def process_blocks(lk: Look, design: Design) -> bool:
     """The between-process term alone keeps this A/B from deciding, whatever the pairs: no
     equivalence interval fits inside ±minimum effect, or (at a measured change of at least
     the minimum effect) no change interval excludes 0 at the measured change."""
-    if not design.process_sd:
+    if not design.carries_process:
         return False
     if design.undecidable_by_pairs():
         return True
@@ -739,6 +803,9 @@ def process_blocks(lk: Look, design: Design) -> bool:
 
 def tau_df_words(design: Design) -> str:
     """How the carried τ's uncertainty enters, in words."""
+    if design.process_ms is not None:
+        return (f"carried with its uncertainty from {design.process_ms[2] + 1} processes: a "
+                "generalized confidence interval")
     df = design.process_df()
     return ("taken as known" if math.isinf(df)
             else f"carried with Satterthwaite's effective df, its own {df:.1f}")

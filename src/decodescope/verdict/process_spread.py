@@ -19,18 +19,17 @@ least MIN_PROCESS_RUNS runs count, and at least MIN_PROCESSES of them are needed
 τ² = max(0, (MS_between − MS_within) / n₀), n₀ = (N − Σnᵢ²/N)/(g − 1) for g processes and N
 runs (Searle, Casella & McCulloch, *Variance Components*, 1992, §3.5).
 
-**What `ab` carries: τ̂ with Satterthwaite's effective df.** The A/B's mean pair log ratio has
-variance V = s²/n_eff + 2τ² (its pairs, and the difference of two processes' levels). `ab`
-estimates it by V̂ = s²/n_eff + 2τ̂² — a linear combination of the pairs' variance and the
-ANOVA's mean squares, 2τ̂² = (2/n₀)·MS_between − (2/n₀)·MS_within — and reads Student's t at
-Satterthwaite's (1946) effective df of that combination:
-df_V = V̂² / [(s²/n_eff)²/df_pairs + 4·Σ (cᵢ·MSᵢ)²/dfᵢ], c = ±1/n₀ (τ̂²'s own df is
-τ̂⁴/Σ (cᵢ·MSᵢ)²/dfᵢ; the τ term of the denominator is kept when τ̂² is truncated at 0, so an
-estimate of 0 from few processes still widens the interval). Chosen by measurement
-(bench/bench_tau_carry.py, docs/methodology.md §9): over τ 0–5 %, pair sd 1–7 % and 3–20 stored
-processes it kept both the false-alarm and the false-"no change" rate ≤ α and decided more
-often than the one-sided χ² upper bound of τ (formerly carried; still computed and shown:
-`upper`) or its MLS (Graybill–Wang) variant.
+**What `ab` carries: the ANOVA itself, for a generalized confidence interval.** The A/B's
+mean pair log ratio has variance s²/n_eff + 2τ² (its pairs, and the difference of two
+processes' levels). τ from 3 processes has 2 df: its point estimate is 0 about a third of the
+time when τ is not, so `ab` does not take τ̂ as known. It carries the ANOVA's mean squares,
+their df and n₀ (`Processes.design_fields` → `paired_test.Design.process_ms`), and each
+interval is the generalized confidence interval of Weerahandi (1993) — each mean square
+replaced by its χ² pivot (paired_test.gpq_half). Chosen by measurement (bench/bench_tau_carry.py,
+docs/methodology.md §9): over τ 0–5 %, pair sd 1–7 % and 3–20 stored processes it kept the
+false-alarm and the false-"no change" rates ≤ α and decided most often, against the one-sided
+χ² upper bound of τ (formerly carried; still computed and shown: `upper`), its MLS
+(Graybill–Wang) variant and τ̂ with Satterthwaite's (1946) effective df.
 
 Pure, but for `learn_for_fingerprint`'s caller, which reads the run store.
 """
@@ -50,9 +49,9 @@ from decodescope.verdict.stack import describe_stack, stack_key, usable
 STATISTIC = ("τ: sd of a server process's level of the log decode rate beyond its runs' "
              "within-process scatter")
 METHOD = ("one-way random-effects ANOVA on per-run mean log rates grouped by server process "
-          "(τ² = max(0, (MS_between − MS_within)/n₀)); carried: τ̂ with Satterthwaite's "
-          "effective df of s²/n + 2τ̂² (its ANOVA mean squares)")
-CARRIED = "τ̂ with Satterthwaite df"
+          "(τ² = max(0, (MS_between − MS_within)/n₀)); carried: its mean squares, for a "
+          "generalized confidence interval of the A/B (Weerahandi 1993)")
+CARRIED = "τ̂ with a generalized confidence interval (GPQ of its ANOVA mean squares)"
 
 
 @dataclass(frozen=True)
@@ -60,7 +59,7 @@ class ProcessSpread:
     """The between-process spread of one stack at one caliber (relative, log scale); `sd` and
     `upper` None when it is unknown, with `why`."""
 
-    sd: float | None  # τ̂, the point estimate: what `ab` carries
+    sd: float | None  # τ̂, the point estimate (`ab` carries it with its ANOVA: `ms`)
     upper: float | None  # its one-sided χ² upper bound at `confidence` (shown, not carried)
     confidence: float
     processes: int  # server processes with ≥ MIN_PROCESS_RUNS runs that the estimate saw
@@ -77,7 +76,7 @@ class ProcessSpread:
     trends: tuple[str, ...] = ()
     statistic: str = STATISTIC
     basis: str = METHOD
-    # Satterthwaite's denominator of the carried 2τ̂²: 4·Σ (cᵢ·MSᵢ)²/dfᵢ (Design.process_den)
+    # Satterthwaite's denominator of 2τ̂²: 4·Σ (cᵢ·MSᵢ)²/dfᵢ (shown as τ̂²'s effective df)
     den: float | None = None
 
     @property
@@ -97,8 +96,8 @@ class ProcessSpread:
         trend = (f"; {self.left_out} run{'s' if self.left_out != 1 else ''} of a trend left "
                  "out" if self.left_out else "")
         where = f" of this stack ({self.stack})" if self.stack else ""
-        return (f"between-process spread τ {100 * self.sd:.1f} % (carried with "
-                f"Satterthwaite's effective df, its own {self.df or 0.0:.1f}; one-sided "
+        return (f"between-process spread τ {100 * self.sd:.1f} % (carried with its "
+                f"uncertainty: τ̂²'s effective df {self.df or 0.0:.1f}, one-sided "
                 f"{100 * self.confidence:.0f} % upper bound {100 * self.upper:.1f} %) "
                 f"from {self.processes} server processes{where}, {self.runs} runs "
                 f"({self.df_between} df between processes: "
@@ -282,23 +281,25 @@ class Processes:
         return self.spread.sd
 
     @property
-    def den(self) -> float:
-        """Satterthwaite's denominator of the carried 2τ̂² (Design.process_den), 0 when τ does
-        not enter."""
-        if not self.differ or self.spread is None or self.spread.sd is None:
-            return 0.0
-        return self.spread.den or 0.0
+    def ms(self) -> tuple[float, float, int, int, float] | None:
+        """The ANOVA carried (MS_between, MS_within, df_between, df_within, n₀), None when τ
+        does not enter."""
+        sp = self.spread
+        if not self.differ or sp is None or sp.sd is None or sp.ms_between is None or \
+                sp.ms_within is None or sp.df_between is None or sp.df_within is None or \
+                sp.n0 is None:
+            return None
+        return (sp.ms_between, sp.ms_within, sp.df_between, sp.df_within, sp.n0)
 
-    def design_fields(self) -> dict[str, float]:
+    def design_fields(self) -> dict[str, Any]:
         """What paired_test.Design carries of it: `replace(design, **p.design_fields())`."""
-        return {"process_sd": self.carried, "process_den": self.den}
+        return {"process_sd": self.carried, "process_ms": self.ms}
 
     def to_dict(self) -> dict[str, Any]:
         on = self.differ and self.spread is not None and self.spread.known
         return {"differ": self.differ, "known": self.known, "why": self.why,
                 "tau_carried": self.carried if on else None,
                 "carried": CARRIED if on else None,
-                "satterthwaite_den": self.den if on else None,
                 "spread": self.spread.to_dict() if self.spread is not None else None}
 
 
