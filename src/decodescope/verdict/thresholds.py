@@ -60,8 +60,10 @@ AB_SERIAL_MAX_RHO = 0.9
 # level for minutes (issue 36's H100: fresh llama.cpp processes of one launch 783–941 vs
 # 919–1014 tok/s). τ is learned by a one-way random-effects ANOVA over server processes of
 # ≥ MIN_PROCESS_RUNS runs, from ≥ MIN_PROCESSES of them (fewer: unknown); `ab` between two
-# processes carries its one-sided upper bound at PROCESS_SPREAD_CONFIDENCE (2·τ² added to the
-# variance of the mean pair log ratio). The newest MAX_PROCESS_SPREAD_RUNS runs count.
+# processes carries it with its uncertainty (2·τ² added to the variance of the mean pair log
+# ratio; a generalized confidence interval from the ANOVA, paired_test.gpq_half); the record
+# shows its one-sided upper bound at PROCESS_SPREAD_CONFIDENCE. The newest
+# MAX_PROCESS_SPREAD_RUNS runs count.
 MIN_PROCESSES = 3
 MIN_PROCESS_RUNS = 2
 PROCESS_SPREAD_CONFIDENCE = CONFIDENCE
