@@ -368,13 +368,20 @@ def test_when_tau_alone_exceeds_the_minimum_effect_no_number_of_pairs_decides():
     assert "--max-pairs" not in text and "--max-pairs" not in (v.next_step or "")
     k = restarts_needed(lk, d)
     assert k is not None and f"about {k} server restarts per side" in (v.next_step or "")
-    # N honestly: z·√((2τ² + s²/max pairs)/N) ≤ ln(1 + min effect) − ln(1 + |change|)
-    z = statistics.NormalDist().inv_cdf(0.5 + d.equivalence_levels()[-1] / 2)
-    var = 2 * tau ** 2 + lk.sd ** 2 / d.max_pairs
+    # N honestly: z·√((2τ² + s²/max pairs)/N) ≤ ln(1 + min effect) − ln(1 + |change|), τ the
+    # planning value: the floor's τ (its uncertainty from 4 processes) where it exceeds τ̂
+    from decodescope.verdict.paired_test import planning_tau
+
+    lev_eq = d.equivalence_levels()[-1]
+    z = statistics.NormalDist().inv_cdf(0.5 + lev_eq / 2)
+    plan = planning_tau(d, lev_eq)
+    assert plan == pytest.approx(d.process_floor(lev_eq) / (z * math.sqrt(2))) and plan > tau
+    var = 2 * plan ** 2 + lk.sd ** 2 / d.max_pairs
     target = math.log1p(d.min_effect) - math.log1p(abs(lk.rel))
     assert z * math.sqrt(var / k) <= target < z * math.sqrt(var / (k - 1))
     said = [x for x in v.lines if x.startswith("What would decide it:")]
     assert said and "cannot be told between two processes of this stack" in said[0]
+    assert "learned from 4 processes" in said[0] and "more fresh processes" in said[0]
     assert any(x.startswith("Two server processes") and "carr" in x for x in v.lines)
     j = v.to_dict()["processes"]
     assert j["differ"] is True and j["tau_carried"] == tau == j["spread"]["tau"]

@@ -688,8 +688,9 @@ def process_lines(p: Any, design: Design) -> list[str]:
 def restarts_needed(lk: Look, design: Design) -> int | None:
     """Server restarts per side (each side one fresh process per restart, an A/B of up to
     max pairs between each, pooled) for the interval that would decide at the measured change:
-    the smallest N with z·√((2τ̂² + s²/max pairs)/N) ≤ the target (normal, at the carried
-    point estimate τ̂; None beyond MAX_TRIALS_SUGGESTED)."""
+    the smallest N with z·√((2τ² + s²/max pairs)/N) ≤ the target (normal; τ the planning value
+    `planning_tau`: τ̂, or more where its uncertainty widens the interval; None beyond
+    MAX_TRIALS_SUGGESTED)."""
     m = abs(lk.rel)
     if m >= design.min_effect:
         target, lev = math.log1p(m), design.level
@@ -699,9 +700,16 @@ def restarts_needed(lk: Look, design: Design) -> int | None:
     if target <= 0.001:
         return None
     z = statistics.NormalDist().inv_cdf(0.5 + lev / 2.0)
-    var = 2.0 * design.process_sd ** 2 + lk.sd * lk.sd / design.max_pairs
+    var = 2.0 * planning_tau(design, lev) ** 2 + lk.sd * lk.sd / design.max_pairs
     n = max(2, math.ceil(z * z * var / (target * target)))
     return n if n <= th.MAX_TRIALS_SUGGESTED else None
+
+
+def planning_tau(design: Design, level: float) -> float:
+    """The τ to plan restarts with: τ̂, or the τ whose z·√2·τ is the between-process floor at
+    `level` when τ's uncertainty (few processes) makes that floor wider."""
+    z = statistics.NormalDist().inv_cdf(0.5 + level / 2.0)
+    return max(design.process_sd, design.process_floor(level) / (z * math.sqrt(2.0)))
 
 
 FAR_ROBUST_Z = 5.0  # |d − median| beyond this many robust sds (1.4826 × MAD) is named
@@ -817,6 +825,10 @@ def process_hint(lk: Look, design: Design) -> tuple[str, str]:
     processes whose level difference averages out as 2τ²/N."""
     floor = math.expm1(design.process_floor(design.level))
     k = restarts_needed(lk, design)
+    unsure = planning_tau(design, design.level) > 1.2 * design.process_sd
+    more = (f" Its uncertainty is part of that width (τ learned from "
+            f"{design.process_ms[2] + 1} processes): learning τ from more fresh processes of "
+            "A's launch narrows it." if unsure and design.process_ms is not None else "")
     many = (f"about {k} server restarts per side" if k is not None else
             f"more than {th.MAX_TRIALS_SUGGESTED} server restarts per side")
     return (f"What would decide it: no number of pairs between these two processes — the "
@@ -824,7 +836,7 @@ def process_hint(lk: Look, design: Design) -> tuple[str, str]:
             f"{tau_df_words(design)}) keeps the "
             f"interval ±{100 * floor:.1f} % wide: a smaller change cannot be told between two "
             f"processes of this stack on this host. {many[0].upper() + many[1:]} would (each "
-            "side's level then averages that many processes: 2τ²/N).",
+            f"side's level then averages that many processes: 2τ²/N).{more}",
             f"Repeat the A/B over {many}: start both servers afresh each time, run the same "
             "`decodescope ab` (same caliber), and compare the mean of the changes against "
             "±minimum effect (its between-process variance is 2τ²/N; decodescope does not "

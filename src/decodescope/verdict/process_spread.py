@@ -96,8 +96,9 @@ class ProcessSpread:
         trend = (f"; {self.left_out} run{'s' if self.left_out != 1 else ''} of a trend left "
                  "out" if self.left_out else "")
         where = f" of this stack ({self.stack})" if self.stack else ""
+        df = f"τ̂²'s effective df {self.df:.1f}, " if self.df is not None else ""
         return (f"between-process spread τ {100 * self.sd:.1f} % (carried with its "
-                f"uncertainty: τ̂²'s effective df {self.df or 0.0:.1f}, one-sided "
+                f"uncertainty: {df}one-sided "
                 f"{100 * self.confidence:.0f} % upper bound {100 * self.upper:.1f} %) "
                 f"from {self.processes} server processes{where}, {self.runs} runs "
                 f"({self.df_between} df between processes: "
