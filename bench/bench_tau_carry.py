@@ -26,6 +26,11 @@ Methods (what the A/B carries for τ):
 * none: τ not carried (reference).
 
     PYTHONPATH=src python bench/bench_tau_carry.py grid [--reps 400] [--jobs 2] [--json OUT]
+        [--methods upper,gpq,...]
+    PYTHONPATH=src python bench/bench_tau_carry.py table GRID.json [MORE.json ...]
+
+bench/results/tau_carry_grid.{json,md}: `grid --reps 1000` (seed 36; 323 s on one core of the
+dev box) and `grid --reps 1000 --methods gpq` (the same sequences; 580 s), merged by `table`.
 """
 
 from __future__ import annotations
