@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
+    from llamacpp_pair import Pair
     from vllm_lab import Lab
 
 
@@ -25,3 +26,16 @@ def vllm_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         yield lab
     finally:
         lab.close()
+
+
+@pytest.fixture(scope="session")
+def llamacpp_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
+    """The real llama.cpp n-gram engine and its code / prose probes (tests/llamacpp_pair.py),
+    run once for the modules that read them; each module stops the engine when it ends."""
+    from llamacpp_pair import Pair
+
+    pair = Pair(tmp_path_factory.mktemp("llamacpp-pair"))
+    try:
+        yield pair
+    finally:
+        pair.stop()
