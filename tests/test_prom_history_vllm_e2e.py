@@ -31,7 +31,7 @@ pytestmark = [
 
 
 def test_real_vllm_prometheus_windows_agree_with_its_log(vllm_lab: Lab, capsys):
-    # the code rewrite, then varied prose (3 trials each), on the n-gram server
+    # the code rewrite, then varied prose, on the n-gram server
     code = vllm_lab.probe("code", "ngram", "demo-code-rewrite")
     prose = vllm_lab.probe("prose", "ngram", "demo-varied-prose")
     server = vllm_lab.prom_url
