@@ -1,6 +1,7 @@
 """End to end on the real llama.cpp engine with n-gram speculation, reported by
 `decodescope probe` itself: /metrics deltas, per-request timings, the log tail, and the
-content effect (code rewrite vs varied prose).
+content effect (code rewrite vs varied prose). The engine and the two runs are the session's
+(tests/llamacpp_pair.py): tests/test_report_browser.py renders the same runs.
 
 Needs the embedded engine (`decodescope engine install`); skipped without it.
 """
@@ -14,72 +15,40 @@ from typing import Any
 
 import pytest
 from coherence_checks import check_stored_verdict
+from llamacpp_pair import CALIBERS, INSTALL, Pair
 
-from decodescope.cli.main import main
-from decodescope.engines import server
-from decodescope.engines.install import find_install
-from decodescope.engines.server import EngineSettings
-from decodescope.engines.state import RunningEngine
 from decodescope.telemetry.prometheus import Scrape
 
 pytestmark = pytest.mark.e2e
 
-INSTALL = find_install()
 needs_engine = pytest.mark.skipif(
     INSTALL is None,
     reason="llama-server binary / Gemma GGUF not installed: run `decodescope engine install`")
 
 
 @pytest.fixture(scope="module")
-def ngram_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningEngine]:
-    assert INSTALL is not None
-    state = tmp_path_factory.mktemp("engine-state")
-    with server.running_engine(EngineSettings(port=0, threads=2, spec="ngram"),
-                               install=INSTALL, state_dir=state) as eng:
-        yield eng
-
-
-CALIBERS = ("demo-code-rewrite", "demo-varied-prose")
-TRIALS = 2
+def pair(llamacpp_pair: Pair) -> Iterator[Pair]:
+    """The session's n-gram engine and its two probes (tests/llamacpp_pair.py, shared with
+    tests/test_report_browser.py); the engine does not outlive this module."""
+    try:
+        yield llamacpp_pair
+    finally:
+        llamacpp_pair.stop()
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("store") / "runs.db"
-
-
-_RUNS: dict[str, dict[str, Any]] = {}
-
-
-def probe_run(engine: RunningEngine, store: Path, cal: str) -> dict[str, Any]:
-    """`decodescope probe` (CLI, --json, --log) once per caliber; the stored run with traces."""
-    if cal not in _RUNS:
-        rc = main(["probe", engine.url, "--caliber", cal, "--trials", str(TRIALS),
-                   "--store", str(store), "--json", "--no-fingerprint",
-                   "--log", str(engine.log_path)])
-        assert rc == 0
-        from decodescope.store import runs as sr
-        from decodescope.store.connect import open_store
-
-        st = open_store(str(store))
-        try:
-            run = sr.get_run(st, sr.resolve_run_id(st, "last"))
-        finally:
-            st.close()
-        assert run.caliber_ref == f"{cal}@1"
-        _RUNS[cal] = run.to_dict(with_traces=True)
-    return _RUNS[cal]
+def store(pair: Pair) -> Path:
+    return pair.store
 
 
 @pytest.fixture(params=CALIBERS)
-def run(request: pytest.FixtureRequest, ngram_engine: RunningEngine, store: Path
-        ) -> dict[str, Any]:
-    return probe_run(ngram_engine, store, request.param)
+def run(request: pytest.FixtureRequest, pair: Pair) -> dict[str, Any]:
+    return pair.run(request.param)
 
 
 @pytest.fixture
-def runs(ngram_engine: RunningEngine, store: Path) -> dict[str, dict[str, Any]]:
-    return {cal: probe_run(ngram_engine, store, cal) for cal in CALIBERS}
+def runs(pair: Pair) -> dict[str, dict[str, Any]]:
+    return {cal: pair.run(cal) for cal in CALIBERS}
 
 
 def _deltas(run: dict[str, Any]) -> dict[str, float]:

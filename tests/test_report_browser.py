@@ -162,35 +162,27 @@ def test_simulator_pair_through_probe_and_report_commands(
 @pytest.mark.e2e
 @pytest.mark.timeout(1500)
 @needs_chromium
-def test_real_engine_caliber_mismatch_pair_report(tmp_path: Path) -> None:
+def test_real_engine_caliber_mismatch_pair_report(llamacpp_pair: Any) -> None:
+    """The session's real n-gram llama.cpp pair (tests/llamacpp_pair.py: code rewrite, then
+    varied prose, two trials each; probed here only when this test runs without
+    tests/test_e2e_llamacpp_decompose.py) in one report."""
     import json
 
-    from decodescope.caliber.resolve import resolve
     from decodescope.cli.main import main
-    from decodescope.engines.install import find_install
-    from decodescope.engines.server import EngineSettings, running_engine
-    from decodescope.run.observers import PrometheusObserver
-    from decodescope.run.runner import ProbeSettings, prepare, run_probe
-    from decodescope.store.connect import open_store
 
-    install = find_install()
-    if install is None:
+    if _no_llamacpp():
         pytest.skip("embedded engine not installed: run `decodescope engine install`")
     assert CHROMIUM is not None
-    store = tmp_path / "runs.sqlite"
-    settings = EngineSettings(port=0, threads=2, spec="ngram")
-    with running_engine(settings, install=install, state_dir=tmp_path / "engine") as eng, \
-            open_store(store) as st:
-        for cal in ("demo-code-rewrite", "demo-varied-prose"):
-            probe = ProbeSettings(url=eng.url, caliber=resolve(cal), trials=2,
-                                  labels={"e2e": "report"})
-            prepared = prepare(probe)
-            observer = PrometheusObserver(eng.url, prepared[0].kind, in_flight=1)
-            run_probe(probe, st, observers=[observer], prepared=prepared)
+    try:
+        ids = [str(llamacpp_pair.run(cal)["id"])
+               for cal in ("demo-code-rewrite", "demo-varied-prose")]
+    finally:
+        llamacpp_pair.stop()  # started here when the decompose module did not run
+    store = llamacpp_pair.store
     html_out = artifact("report-real-engine.html")
     for fmt, path in (("html", html_out), ("md", artifact("report-real-engine.md")),
                       ("json", artifact("report-real-engine.json"))):
-        assert main(["report", "1", "2", "--format", fmt, "-o", str(path),
+        assert main(["report", *ids, "--format", fmt, "-o", str(path),
                      "--store", str(store)]) == 0
     doc = json.loads(artifact("report-real-engine.json").read_text())
     assert all(r["engine_pool"]["mal"] > 1.0 for r in doc["runs"])  # real speculation counted
@@ -202,7 +194,13 @@ def test_real_engine_caliber_mismatch_pair_report(tmp_path: Path) -> None:
     print(f"screenshot: {shot}\nreport: {html_out}")
     assert problems == []
     assert not state["simBanner"] and "llamacpp" in state["text"]
-    assert state["runs"] == ["run-1", "run-2"]
+    assert state["runs"] == [f"run-{i}" for i in ids]
     assert state["verdicts"] == ["CALIBER_MISMATCH"]
     assert state["evidenceRows"] >= 3 and "same caliber?" in state["text"]
     assert_all_plots_drawn(state)
+
+
+def _no_llamacpp() -> bool:
+    from llamacpp_pair import INSTALL
+
+    return INSTALL is None
