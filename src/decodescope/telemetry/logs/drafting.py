@@ -57,7 +57,7 @@ class Drafting:
         """The windows that can go out now, in line order (each without draft statistics
         carries UNDECIDED; it leaves with spec_off or draft_stats_missing)."""
         held = self._held
-        if not held and not any(UNDECIDED in w.flags for w in windows):
+        if not held and (not windows or not any(UNDECIDED in w.flags for w in windows)):
             return windows
         held.extend(windows)
         state = self.state()

@@ -46,7 +46,6 @@ LEAN_KEYWORDS = KEYWORDS
 _SLOT = re.compile(r"\bid\s+(\d+)\s*\|\s*task\s+(\d+)")
 _TIME = F.LLAMACPP_TIMING.patterns["time"]
 _MEAN_LEN_END = re.compile(r"mean len =\s*\d+\.\d\d$")
-_STAT_NAMES = ("#gen drafts", "#gen tokens", "#acc tokens")
 # The timing lines as `print_timing` writes them (3 of a request's ~6 lines), read in one
 # match: the elapsed stamp, the slot and the timing row's own pattern (nothing before the slot
 # or the time can hold another); any other shape takes the general path.
@@ -92,15 +91,18 @@ Record = LTime | LDraft | LStats | LRelease
 
 def parse(text: str, clock: Clock, counts: ParseCounts) -> Record | Unparsed | None:
     f = _FAST_TIME.match(text)
-    if f is not None and not any(k in text for k in _NOT_TIME):
+    if f is not None and "llama_perf" not in text and "stop processing" not in text and \
+            "draft acceptance" not in text and "#gen drafts" not in text:  # _NOT_TIME
         mins, secs, ms, us, slot, task, kind, t_ms, tokens = f.groups()
         return LTime((int(slot), int(task)), kind, float(t_ms), int(tokens),
                      int(mins) * 60 + int(secs) + int(ms) / 1e3 + int(us) / 1e6)
     if "llama_perf" in text:  # context-level perf print at exit, not a request
         return None
-    m = _SLOT.search(text)
-    slot = (int(m.group(1)), int(m.group(2))) if m else None
     te = elapsed_s(text)
+    slot = None
+    if "#gen drafts" not in text or "stop processing" in text or "draft acceptance" in text:
+        m = _SLOT.search(text)  # (the statistics line has no slot)
+        slot = (int(m.group(1)), int(m.group(2))) if m else None
     if "stop processing" in text:
         return LRelease(slot, te)
     if "draft acceptance" in text:
@@ -114,8 +116,8 @@ def parse(text: str, clock: Clock, counts: ParseCounts) -> Record | Unparsed | N
         g = F.groups(F.LLAMACPP_STATISTICS, text)
         if g is None:
             return Unparsed("llamacpp.statistics")
-        n = {k: int(float(g[k])) for k in _STAT_NAMES}
-        return LStats(g["impl"], n["#gen drafts"], n["#gen tokens"], n["#acc tokens"], te,
+        return LStats(g["impl"], int(float(g["#gen drafts"])), int(float(g["#gen tokens"])),
+                      int(float(g["#acc tokens"])), te,
                       float(g["mal"]) if "mal" in g else None)
     t = _TIME.search(text)
     if t is None:
