@@ -137,7 +137,7 @@ class SglangAssembler:
             out.append(self._build(first, d0, _diluted(d0, [d] if d else [])))
             if d0 is not None and not _diluted(d0, [d] if d else []):
                 st.recent.append(d0)
-        diluted = _diluted(d, list(st.recent))
+        diluted = _diluted(d, st.recent)
         if d is not None and not diluted:
             st.recent.append(d)
         out.append(self._build(rec, d, diluted))
@@ -187,14 +187,14 @@ class SglangAssembler:
         )
 
 
-def _diluted(d: float | None, neighbours: list[float]) -> bool:
+def _diluted(d: float | None, neighbours: list[float] | deque[float]) -> bool:
     if d is None or not neighbours:
         return False
     typical = _median(neighbours)
     return d > IDLE_DILUTION_FACTOR * typical + IDLE_DILUTION_SLACK_S
 
 
-def _median(xs: list[float]) -> float:
+def _median(xs: list[float] | deque[float]) -> float:
     """statistics.median's arithmetic, without its generality (a few floats, per line)."""
     data = sorted(xs)
     n = len(data)
