@@ -44,6 +44,7 @@ KEYWORDS = tuple(k.encode() for row in (F.LLAMACPP_TIMING, F.LLAMACPP_DRAFT,
 LEAN_KEYWORDS = KEYWORDS
 
 _SLOT = re.compile(r"\bid\s+(\d+)\s*\|\s*task\s+(\d+)")
+_SLOT_AT = re.compile(_SLOT.pattern[2:])  # _SLOT without its \b, matched where _slot says
 _TIME = F.LLAMACPP_TIMING.patterns["time"]
 _MEAN_LEN_END = re.compile(r"mean len =\s*\d+\.\d\d$")
 # The timing lines as `print_timing` writes them (3 of a request's ~6 lines), read in one
@@ -101,7 +102,7 @@ def parse(text: str, clock: Clock, counts: ParseCounts) -> Record | Unparsed | N
     te = elapsed_s(text)
     slot = None
     if "#gen drafts" not in text or "stop processing" in text or "draft acceptance" in text:
-        m = _SLOT.search(text)  # (the statistics line has no slot)
+        m = _slot(text)  # (the statistics line has no slot)
         slot = (int(m.group(1)), int(m.group(2))) if m else None
     if "stop processing" in text:
         return LRelease(slot, te)
@@ -123,6 +124,19 @@ def parse(text: str, clock: Clock, counts: ParseCounts) -> Record | Unparsed | N
     if t is None:
         return Unparsed("llamacpp.timing")
     return LTime(slot, t.group("kind"), float(t.group("ms")), int(t.group("tokens")), te)
+
+
+def _slot(text: str) -> re.Match[str] | None:
+    """_SLOT.search(text), sooner: a regex that starts with \\b is tried at every position of
+    the line; here only where `id` starts a word."""
+    i = text.find("id")
+    while i >= 0:
+        if i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_"):  # \b before `id`
+            m = _SLOT_AT.match(text, i)
+            if m is not None:
+                return m
+        i = text.find("id", i + 1)
+    return None
 
 
 def complete(text: str, rec: Record) -> bool:
