@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from decodescope.telemetry.logs.fields import Fields, split_fields
+from decodescope.telemetry.logs.fields import Fields, fast_number, split_fields
 
 NUM = r"\d+(?:\.\d+)?"  # a printed number
 NUMS = rf"{NUM}(?:, {NUM})*"  # a printed list of numbers
@@ -67,6 +67,8 @@ class Row:
     # (name, pattern, the name its one group's value goes under, or None: use groupdict)
     _pats: tuple[tuple[str, re.Pattern[str], str | None], ...] = field(
         init=False, default=(), compare=False)
+    # `common`, mapped once: (record field, True where its pattern is a plain number)
+    _keys: tuple[tuple[str, bool], ...] | None = field(init=False, default=None, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_pats", tuple(
@@ -80,6 +82,9 @@ class Row:
                 parts.append(f"(?:{part})?" if n in self.optional else part)
             object.__setattr__(self, "fast", re.compile("".join(parts) + self.end))
             object.__setattr__(self, "_names", tuple(n for n, _, _ in self.common))
+            if all(n in self.field_map for n, _, _ in self.common):
+                object.__setattr__(self, "_keys", tuple(
+                    (self.field_map[n], v in (NUM, r"\d+")) for n, v, _ in self.common))
 
 
 def fields(row: Row, message: str) -> Fields:
@@ -95,6 +100,29 @@ def fields(row: Row, message: str) -> Fields:
                               if v is not None)
             return Fields(zip(row._names, m.groups(), strict=True))
     return split_fields(message)
+
+
+def numbers(row: Row, message: str) -> dict[str, float] | None:
+    """Record field -> number of a field-map row's message printed in the row's common order:
+    what `fields` and fields.fast_number give for it, sooner (the names mapped once, a plain
+    number read with float); None for a message in another order (read it with `fields`)."""
+    keys = row._keys
+    if keys is None or row.fast is None:
+        return None
+    m = row.fast.match(message)
+    if m is None:
+        return None
+    out: dict[str, float] = {}
+    for (key, plain), raw in zip(keys, m.groups(), strict=True):
+        if raw is None:  # an optional field left out
+            continue
+        if plain:
+            out[key] = float(raw)
+        else:
+            v = fast_number(raw)
+            if v is not None:
+                out[key] = v
+    return out
 
 
 def groups(row: Row, text: str) -> dict[str, str] | None:
