@@ -36,6 +36,7 @@ IDLE_GAP_MIN_S = 2.0  # stamps have 1 s resolution: a shorter gap is rounding
 MAX_GAPS_KEPT = 20  # the largest idle gaps listed; all are counted
 MAX_WINDOWS_KEPT = 1000  # windows listed in the result (the most recent); all are summarized
 NOT_A_RATE = ("idle", "may_include_idle")  # flags that keep a window out of rate figures
+_NOT_A_RATE = frozenset(NOT_A_RATE)
 MAX_SHAPES = 12  # request shapes listed; requests of further shapes are counted together
 MOST_STEPS = 0.5  # a request that drafted on at least half its steps: "most steps drafted"
 OVERLAP_KEPT = 256  # recent requests kept to count how many ran at once
@@ -85,7 +86,7 @@ class LogAccumulator:
             fc = self.flag_counts
             for f in flags:
                 fc[f] = fc.get(f, 0) + 1
-            rate_ok = not any(f in NOT_A_RATE for f in flags)
+            rate_ok = _NOT_A_RATE.isdisjoint(flags)
             idle = "idle" in flags
         key = (printed.get("pid"), w.engine_id, w.engine)
         iv = printed.get("log_interval_s")

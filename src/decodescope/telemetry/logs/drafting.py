@@ -40,6 +40,11 @@ class Drafting:
         self.max_held = MAX_UNDECIDED  # 0 in follow mode: nothing waits for later lines
         self._held: deque[EngineWindow] = deque()
 
+    @property
+    def holding(self) -> bool:
+        """True while windows wait for evidence (`release` has something to give)."""
+        return bool(self._held)
+
     def note_config(self, on: bool | None) -> None:
         if on is not None:
             self.config = on

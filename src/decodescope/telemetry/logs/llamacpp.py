@@ -206,9 +206,11 @@ class LlamacppAssembler:
         self.drafting = Drafting()
 
     def feed(self, rec: Record) -> list[EngineWindow]:
-        if isinstance(rec, (LDraft, LStats)):
+        kind = type(rec)
+        if kind is LDraft or kind is LStats:
             self.drafting.note_on()  # some request drafted: a missing draft line is unknown
-        return self.drafting.release(self._feed(rec))
+        out = self._feed(rec)
+        return self.drafting.release(out) if out or self.drafting.holding else out
 
     def _feed(self, rec: Record) -> list[EngineWindow]:
         out: list[EngineWindow] = []
