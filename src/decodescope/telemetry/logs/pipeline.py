@@ -32,11 +32,10 @@ from decodescope.telemetry.logs.reader import (
 from decodescope.telemetry.logs.seek import seek_windows
 from decodescope.telemetry.logs.selectors import Selection
 
-
-# The sequential read hands windows on in batches (line order kept): reading a few hundred
-# lines, then summing up their windows, keeps each stage's code and data in the CPU caches
+# The sequential read hands windows on in batches (line order kept): reading the lines of
+# a thousand windows, then summing those up, keeps each stage's code and data in the CPU caches
 # (~15 % less CPU than one window at a time). Follow mode hands each on as it comes.
-WINDOW_BATCH = 256
+WINDOW_BATCH = 1024
 
 
 def iter_windows(path: str, *, engine: str | None = None, year: int | None = None,
