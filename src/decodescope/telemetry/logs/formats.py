@@ -10,22 +10,29 @@ tests/data, or synthetic and labelled so) with the record fields each must give
 `fields(row, message)` is the one parser of field-map rows: the printed name -> raw value
 map of the message. A row's `common` (the field order the engine prints most) only makes it
 sooner: one anchored regex built from the same row finds the same raw values of a line
-printed in that order; any other line is split by name (fields.split_fields). Nothing here
-interprets a value: the engine modules (vllm.py, sglang.py, llamacpp.py) make the records
-from the rows' output, the assemblers build windows from the records.
+printed in that order; any other line is split by name (fields.split_fields).
 
-To add a line kind: a row here (with a sample), its record and case in the engine's parse
-and assembler, and a fixture line in a test.
+vLLM rows also say how their record is made: the record types (VStats, VSpec, VConfig) and
+their `make` are defined next to their rows, and a row without `make` gives a VLine (its
+fields as numbers, `make_line`); vllm.py reads every line by row, with no code per kind.
+SGLang and llama.cpp records are made by their engine modules (sglang.py, llamacpp.py); the
+assemblers build windows from the records.
+
+To add a vLLM line kind: a row here (with a sample; a VLine needs nothing more) and its case
+in vllm_windows.VllmAssembler, and a fixture line in a test (docs/logs.md). For SGLang
+and llama.cpp: a row here, its record and case in the engine's parse and assembler.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
-from decodescope.telemetry.logs.fields import Fields, fast_number, split_fields
+from decodescope.telemetry.logs.clock import Clock
+from decodescope.telemetry.logs.fields import Fields, fast_number, number, split_fields
+from decodescope.telemetry.logs.parse_counts import ParseCounts, Unparsed
 
 NUM = r"\d+(?:\.\d+)?"  # a printed number
 NUMS = rf"{NUM}(?:, {NUM})*"  # a printed list of numbers
@@ -44,6 +51,15 @@ class Row:
     kind: str
     keyword: str  # the text that marks the line (searched in every block)
     record: str  # the record type the engine module makes
+    # vLLM: make(row, text, i, j, clock, counts) -> record | Unparsed | None, the keyword at
+    # text[i:j]; None: make_line (a VLine). whole(row, message, record): a line that may have
+    # been cut is whole; None: ends_whole when the row has `ends`, else never.
+    make: Callable[[Row, str, int, int, Clock, ParseCounts], Any] | None = None
+    whole: Callable[[Row, str, Any], bool] | None = None
+    # The text searched for in the blocks (vllm.KEYWORDS), when not the keyword: each text is
+    # one more pass over every block (~0.3 ms per MiB), so rows share one where they can.
+    search: str | None = None
+    lean: bool = True  # False: searched only until the assembler knows the spec config
     # `key: value` lines: printed name -> record field (EngineWindow.printed name)
     field_map: Mapping[str, str] = field(default_factory=dict)
     # regex lines: name -> pattern (named groups), searched in the line
@@ -166,8 +182,114 @@ def ends_whole(row: Row, message: str) -> bool:
 
 
 # -- vLLM ---------------------------------------------------------------------------------
+# Each vLLM row names its record type, defined next to it, and says how it is made (`make`);
+# vllm.py only dispatches: the first row whose keyword is in the line makes its record. A
+# row without `make` gives a VLine (make_line): its fields as numbers, no code of its own.
+# Add a kind: a row here (with a sample) and its case in vllm_windows.VllmAssembler._line
+# (a VLine) or .feed (a record type of its own).
+_INT = re.compile(r"\d+")
+_ENGINE_TAG = re.compile(r"(?:Engine (\d+)|(\d+) Engines Aggregated):\s*$")
+
+
+def vllm_head(text: str, i: int, clock: Clock) -> tuple[float | None, int | None, str]:
+    """(time, pid, prefix) of a vLLM line from the text before its keyword at `i`: any
+    prefix (`(APIServer pid=N)`, `INFO MM-DD ...`, `[loggers.py:N]`, docker stamps)."""
+    head = text[:i]
+    pid = None
+    j = head.find("pid=")
+    if j >= 0:
+        m = _INT.match(head, j + 4)
+        pid = int(m.group()) if m else None
+    return clock.stamp(head), pid, head
+
+
+def vllm_engine_id(head: str) -> str | None:
+    """`Engine 000` / `2 Engines Aggregated` right before the message, else None."""
+    if not head.endswith(": ") and not head.endswith(":"):
+        return None
+    j = head.rfind("Engine ")
+    if j >= 0 and head[j + 7:].rstrip(": ").isdigit():
+        return f"Engine {head[j + 7:].rstrip(': ')}"
+    m = _ENGINE_TAG.search(head)
+    if m is None:
+        return None
+    return f"Engine {m.group(1)}" if m.group(1) else f"{m.group(2)} Engines Aggregated"
+
+
+def printed_numbers(f: Fields, known: Mapping[str, str], counts: ParseCounts,
+                    skip: tuple[str, ...] = ()) -> dict[str, float]:
+    """Record field -> number of the printed names a row knows; unknown names are counted."""
+    out: dict[str, float] = {}
+    for name, raw in f.items():
+        key = known.get(name)
+        if key is None:
+            counts.unknown_fields[name] += 1
+        elif key not in skip:
+            try:  # fields.fast_number, inline: a plain number (most fields) at once
+                out[key] = float(raw)
+            except ValueError:
+                v = number(raw)
+                if v is not None:
+                    out[key] = v
+    return out
+
+
+class VLine(NamedTuple):
+    """A line of a vLLM row without a record type of its own: its fields as numbers."""
+
+    t_s: float | None
+    pid: int | None
+    engine_id: str | None
+    kind: str  # the row's kind: the assembler's case
+    printed: dict[str, float]  # field-map row: record field -> number; regex row: group -> number
+
+
+def make_line(row: Row, text: str, i: int, j: int, clock: Clock,
+              counts: ParseCounts) -> VLine | Unparsed:
+    """The VLine of any row: a field-map row's fields after its keyword (`text[j:]`), or a
+    regex row's named groups; Unparsed(`vllm.<kind>`) when a required one is missing."""
+    t_s, pid, head = vllm_head(text, i, clock)
+    if row.field_map:
+        f = fields(row, text[j:])
+        if not has_required(row, f):
+            return Unparsed(f"vllm.{row.kind}")
+        printed = printed_numbers(f, row.field_map, counts)
+    else:
+        g = groups(row, text)
+        if g is None:
+            return Unparsed(f"vllm.{row.kind}")
+        printed = {k: v for k, v in ((k, number(raw)) for k, raw in g.items()) if v is not None}
+    return VLine(t_s, pid, vllm_engine_id(head), row.kind, printed)
+
+
+class VStats(NamedTuple):
+    t_s: float | None
+    pid: int | None
+    engine_id: str | None  # "Engine 000", "2 Engines Aggregated", None (V0, early V1)
+    variant: str  # "v0" | "v1-early" | "v1"
+    gen_tput: float
+    prompt_tput: float | None
+    running: float | None
+    waiting: float | None
+    printed: dict[str, float]
+
+
+def _make_stats(row: Row, text: str, i: int, j: int, clock: Clock,
+                counts: ParseCounts) -> VStats | Unparsed:
+    t_s, pid, head = vllm_head(text, i, clock)
+    engine_id = vllm_engine_id(head)
+    f = fields(row, text[i:])  # the keyword is the first field's name
+    gen = f.num("Avg generation throughput")
+    if gen is None or gen != gen:
+        return Unparsed("vllm.stats")
+    variant = "v0" if ("Pending" in f or "Swapped" in f) else ("v1" if engine_id else "v1-early")
+    printed = printed_numbers(f, row.field_map, counts)
+    return VStats(t_s, pid, engine_id, variant, gen, printed.get("prompt_throughput"),
+                  printed.get("running"), printed.get("waiting"), printed)
+
+
 VLLM_STATS = Row(
-    "vllm", "stats", "Avg prompt throughput: ", "VStats",
+    "vllm", "stats", "Avg prompt throughput: ", "VStats", make=_make_stats,
     field_map={
         "Avg prompt throughput": "prompt_throughput",
         "Avg generation throughput": "generation_throughput",
@@ -229,8 +351,71 @@ _SPEC_REQUIRED = (("Accepted", "Number of accepted tokens"),
 # (V1-a lines end with `Number of draft tokens: N, `: vllm.complete tells those by variant)
 _SPEC_ENDS = {"Avg Draft acceptance rate": ("%",), "Number of emitted tokens": (".",),
               "Number of emitted tokens tokens": (".",)}
+class VSpec(NamedTuple):
+    t_s: float | None
+    pid: int | None
+    variant: str  # "v0" | "v0-early" | "v1-a" | "v1-b" | "v1-c" | "v1-c'" | "v1-d"
+    accepted: int  # V1: accepted draft tokens; V0: accepted tokens (any position)
+    drafted: int  # draft tokens
+    per_pos: tuple[float, ...] | None  # V1-c/V1-d rates, k values
+    mal_printed: float | None
+    k: int | None  # V0 "Number of speculative tokens"
+    emitted: int | None  # V0 emitted tokens (accepted prefix + bonus)
+    printed: dict[str, float]
+
+
+def _make_spec(row: Row, text: str, i: int, j: int, clock: Clock,
+               counts: ParseCounts) -> VSpec | Unparsed:
+    t_s, pid, _ = vllm_head(text, i, clock)
+    f = fields(row, text[j:])
+    accepted = f.int_("Accepted")
+    drafted = f.int_("Drafted")
+    if accepted is None:
+        accepted = f.int_("Number of accepted tokens")
+        drafted = f.int_("Number of draft tokens")
+        if drafted is None:
+            drafted = f.int_("Number of draft tokens tokens")
+    if accepted is None or drafted is None:
+        return Unparsed("vllm.spec")
+    per_pos = f.nums("Per-position acceptance rate")
+    k = f.int_("Number of speculative tokens")
+    emitted = f.int_("Number of emitted tokens")
+    if emitted is None:
+        emitted = f.int_("Number of emitted tokens tokens")
+    if "System efficiency" in f:
+        if k is None or emitted is None or k <= 0:
+            return Unparsed("vllm.spec")
+        variant = "v0-early" if "Number of draft tokens tokens" in f else "v0"
+    elif "Accepted" not in f:
+        variant = "v1-a"
+    elif per_pos is None:
+        variant = "v1-b"
+    elif "Avg Draft acceptance rate" in f:
+        variant = "v1-d"
+    elif "Accepted throughput" in f:
+        variant = "v1-c'"
+    else:
+        variant = "v1-c"
+    printed = printed_numbers(f, row.field_map, counts, skip=(
+        "per_position", "accepted", "drafted", "emitted", "k"))
+    rate = f.get("Draft acceptance rate")
+    if rate is not None and "%" in rate:
+        printed["draft_acceptance_rate_pct"] = printed.pop("draft_acceptance_rate")
+    return VSpec(t_s, pid, variant, accepted, drafted, per_pos,
+                 printed.get("mean_acceptance_length"), k, emitted, printed)
+
+
+def _spec_whole(row: Row, msg: str, rec: Any) -> bool:
+    """V1-a ends with its ", " separator after `Number of draft tokens`; V1-b and V1-c end in
+    a bare number or list (a cut there cannot be told): never whole."""
+    if rec.variant == "v1-a":
+        return msg.endswith(",") and msg.rsplit(", ", 1)[-1].startswith("Number of draft tokens")
+    return ends_whole(row, msg)
+
+
 VLLM_SPEC = Row(
-    "vllm", "spec", "SpecDecoding metrics: ", "VSpec",
+    "vllm", "spec", "SpecDecoding metrics: ", "VSpec", make=_make_spec, whole=_spec_whole,
+    search=" metrics: ",
     field_map=_SPEC_FIELDS, required=_SPEC_REQUIRED, ends=_SPEC_ENDS,
     common=(("Mean acceptance length", NUM, ""), ("Accepted throughput", NUM, " tokens/s"),
             ("Drafted throughput", NUM, " tokens/s"), ("Accepted", r"\d+", " tokens"),
@@ -247,7 +432,8 @@ VLLM_SPEC = Row(
     ),
 )
 VLLM_SPEC_V0 = Row(
-    "vllm", "spec-v0", "Speculative metrics: ", "VSpec",
+    "vllm", "spec-v0", "Speculative metrics: ", "VSpec", make=_make_spec, whole=_spec_whole,
+    search=" metrics: ",
     field_map=_SPEC_FIELDS, required=_SPEC_REQUIRED, ends=_SPEC_ENDS,
     samples=(
         Sample("INFO 10-16 19:05:47 metrics.py:367] Speculative metrics: Draft acceptance rate: "
@@ -258,8 +444,33 @@ VLLM_SPEC_V0 = Row(
                 "emitted": 10616}),
     ),
 )
+class VConfig(NamedTuple):
+    """Speculative settings from a launch line: k and method (`ngram`, `suffix`, `mtp`,
+    `eagle3` ...); k None with `spec` False: a launch line without any speculative config."""
+
+    k: int | None
+    method: str | None = None
+    spec: bool = True
+
+
+def _make_config(row: Row, text: str, i: int, j: int, clock: Clock,
+                 counts: ParseCounts) -> VConfig | None:
+    m = row.patterns["k"].search(text)
+    if m is None:
+        return None
+    meth = row.patterns["method"].search(text, max(0, text.find("speculative")))
+    return VConfig(int(m.group("k")), meth.group("method").lower() if meth else None)
+
+
+def _make_launch(row: Row, text: str, i: int, j: int, clock: Clock,
+                 counts: ParseCounts) -> VConfig | None:
+    """vLLM >= 0.8 logs its non-default launch arguments once: no speculative config there
+    (a `num_spec` one is the config row's) says speculative decoding is off."""
+    return None if "speculative" in text else VConfig(None, None, spec=False)
+
+
 VLLM_CONFIG = Row(
-    "vllm", "config", "num_spec", "VConfig",
+    "vllm", "config", "num_spec", "VConfig", make=_make_config, lean=False,
     patterns={"k": re.compile(r"num_spec(?:ulative)?_tokens['\"]?\s*[=:]\s*(?P<k>\d+)"),
               "method": re.compile(r"\bmethod['\"]?\s*[=:]\s*['\"]?(?P<method>[A-Za-z][\w\-]*)")},
     required=(("k",),),
@@ -271,7 +482,7 @@ VLLM_CONFIG = Row(
     ),
 )
 VLLM_LAUNCH = Row(
-    "vllm", "launch", "non-default args", "VConfig",
+    "vllm", "launch", "non-default args", "VConfig", make=_make_launch, lean=False,
     samples=(
         Sample("(APIServer pid=4242) INFO 09-15 09:58:00 [utils.py:253] non-default args: "
                "{'model': 'gemma', 'max_num_seqs': 8}", "synthetic",

@@ -83,6 +83,8 @@ def format_of(rec: Any) -> str:
         return "sglang decode" + (" +accept len" if rec.accept_len is not None else "")
     if isinstance(rec, llamacpp.LDraft):
         return "llamacpp draft" + (" +mean acceptance length" if rec.mal is not None else "")
+    if isinstance(rec, vllm.VLine):  # a vLLM row without a record type of its own
+        return f"vllm {rec.kind}"
     return _OTHER_FORMATS.get(type(rec), type(rec).__name__)
 
 

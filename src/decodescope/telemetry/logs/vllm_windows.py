@@ -24,7 +24,7 @@ from collections import deque
 
 from decodescope.records.window import EngineWindow
 from decodescope.telemetry.logs.parse_counts import ParseCounts
-from decodescope.telemetry.logs.vllm import VConfig, VSpec, VStats
+from decodescope.telemetry.logs.vllm import VConfig, VLine, VSpec, VStats
 
 # Default stats interval when spacing cannot tell: V1 VLLM_LOG_STATS_INTERVAL=10 s; early V1
 # `_LOCAL_LOGGING_INTERVAL_SEC = 5.0`; V0 local_interval 5 s.
@@ -126,7 +126,7 @@ class VllmAssembler:
                                           float]] = []
         self.interval_change_count = 0
 
-    def feed(self, rec: VStats | VSpec | VConfig) -> list[EngineWindow]:
+    def feed(self, rec: VStats | VSpec | VConfig | VLine) -> list[EngineWindow]:
         if isinstance(rec, VConfig):
             self.spec_configured = rec.spec
             if rec.spec:
@@ -144,6 +144,8 @@ class VllmAssembler:
             p = self._add((rec.pid, rec.engine_id), rec.pid, rec.t_s, DEFAULT_INTERVAL_S[rec.variant])
             p.stats = rec
             self._open[rec.pid] = p
+        elif isinstance(rec, VLine):
+            return self._line(rec)
         else:
             opened = self._open.pop(rec.pid, None)
             if opened is not None and opened.spec is None and _close(opened.t_s, rec.t_s):
@@ -156,6 +158,11 @@ class VllmAssembler:
             if rec.variant.startswith("v0"):
                 p.v0 = self._v0_delta(rec, p.flags)
         return self._release(force=False)
+
+    def _line(self, rec: VLine) -> list[EngineWindow]:
+        """The case of each VLine kind (a row of formats.py without a record type of its own):
+        what its numbers add to the windows. A kind without a case adds nothing."""
+        return []
 
     def flush(self) -> list[EngineWindow]:
         self._open.clear()
