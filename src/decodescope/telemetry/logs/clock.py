@@ -94,6 +94,7 @@ class Clock:
         # The same minute as the last stamp parsed: its seconds added to that minute's start
         # (the year and month are the minute's: no rollover to note).
         minute, sec = key[:-3], key[-2:]
+        t: float | None
         if minute == self._min_key and sec.isdecimal() and len(sec) == 2 and \
                 self._min_t is not None:
             t = self._min_t + int(sec)

@@ -161,7 +161,7 @@ class LineReader:
         """The engine's window assembler (None until the engine is known)."""
         return self._asm
 
-    def _duplicate(self, rec: Any, kind: type, t: float | None) -> bool:
+    def _duplicate(self, rec: Any, kind: Any, t: float | None) -> bool:
         """True for a copy of a recent record: same fields (NaN equal to NaN: `nan%` lines),
         stamps within DUP_WINDOW_S. llama.cpp records carry no clock time: a copy is the same
         record as the one just before it, or as a recent one with the same elapsed stamp
