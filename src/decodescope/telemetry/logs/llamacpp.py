@@ -100,30 +100,33 @@ def parse(text: str, clock: Clock, counts: ParseCounts) -> Record | Unparsed | N
     if "llama_perf" in text:  # context-level perf print at exit, not a request
         return None
     te = elapsed_s(text)
-    slot = None
-    if "#gen drafts" not in text or "stop processing" in text or "draft acceptance" in text:
-        m = _slot(text)  # (the statistics line has no slot)
-        slot = (int(m.group(1)), int(m.group(2))) if m else None
     if "stop processing" in text:
-        return LRelease(slot, te)
+        return LRelease(_slot_of(text), te)
     if "draft acceptance" in text:
+        slot = _slot_of(text)
         g = F.groups(F.LLAMACPP_DRAFT, text)
         if g is None:
             return Unparsed("llamacpp.draft")
         per_pos = _floats(g["per_pos"]) if "per_pos" in g else None
         return LDraft(slot, int(g["accepted"]), int(g["generated"]),
                       float(g["mal"]) if "mal" in g else None, per_pos or None, te)
-    if "#gen drafts" in text:
+    if "#gen drafts" in text:  # (the statistics line has no slot)
         g = F.groups(F.LLAMACPP_STATISTICS, text)
         if g is None:
             return Unparsed("llamacpp.statistics")
         return LStats(g["impl"], int(float(g["#gen drafts"])), int(float(g["#gen tokens"])),
                       int(float(g["#acc tokens"])), te,
                       float(g["mal"]) if "mal" in g else None)
+    slot = _slot_of(text)
     t = _TIME.search(text)
     if t is None:
         return Unparsed("llamacpp.timing")
     return LTime(slot, t.group("kind"), float(t.group("ms")), int(t.group("tokens")), te)
+
+
+def _slot_of(text: str) -> tuple[int, int] | None:
+    m = _slot(text)
+    return (int(m.group(1)), int(m.group(2))) if m else None
 
 
 def _slot(text: str) -> re.Match[str] | None:
