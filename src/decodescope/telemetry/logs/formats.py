@@ -278,12 +278,11 @@ def _make_stats(row: Row, text: str, i: int, j: int, clock: Clock,
                 counts: ParseCounts) -> VStats | Unparsed:
     t_s, pid, head = vllm_head(text, i, clock)
     engine_id = vllm_engine_id(head)
-    printed = numbers(row, text[i:])  # the common order (V1: no Pending, no Swapped)
-    if printed is not None:
-        gen = printed["generation_throughput"]
-        return VStats(t_s, pid, engine_id, "v1" if engine_id else "v1-early", gen,
-                      printed.get("prompt_throughput"), printed.get("running"),
-                      printed.get("waiting"), printed)
+    common = numbers(row, text[i:])  # the common order (V1: no Pending, no Swapped)
+    if common is not None:
+        return VStats(t_s, pid, engine_id, "v1" if engine_id else "v1-early",
+                      common["generation_throughput"], common.get("prompt_throughput"),
+                      common.get("running"), common.get("waiting"), common)
     f = fields(row, text[i:])  # the keyword is the first field's name
     gen = f.num("Avg generation throughput")
     if gen is None or gen != gen:
