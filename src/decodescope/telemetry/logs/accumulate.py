@@ -36,6 +36,7 @@ IDLE_GAP_MIN_S = 2.0  # stamps have 1 s resolution: a shorter gap is rounding
 MAX_GAPS_KEPT = 20  # the largest idle gaps listed; all are counted
 MAX_WINDOWS_KEPT = 1000  # windows listed in the result (the most recent); all are summarized
 NOT_A_RATE = ("idle", "may_include_idle")  # flags that keep a window out of rate figures
+_NOT_A_RATE = frozenset(NOT_A_RATE)
 MAX_SHAPES = 12  # request shapes listed; requests of further shapes are counted together
 MOST_STEPS = 0.5  # a request that drafted on at least half its steps: "most steps drafted"
 OVERLAP_KEPT = 256  # recent requests kept to count how many ran at once
@@ -78,14 +79,17 @@ class LogAccumulator:
         self.n += 1
         self._kept.append(w)
         flags = w.flags
+        printed = w.printed
         rate_ok = True
+        idle = False
         if flags:
             fc = self.flag_counts
             for f in flags:
                 fc[f] = fc.get(f, 0) + 1
-            rate_ok = not any(f in NOT_A_RATE for f in flags)
-        key = (w.printed.get("pid"), w.engine_id, w.engine)
-        iv = w.printed.get("log_interval_s")
+            rate_ok = _NOT_A_RATE.isdisjoint(flags)
+            idle = "idle" in flags
+        key = (printed.get("pid"), w.engine_id, w.engine)
+        iv = printed.get("log_interval_s")
         if iv is not None and not (flags and "interval_default" in flags):
             ik = (w.engine, w.engine_id, iv)
             self.intervals[ik] = self.intervals.get(ik, 0) + 1
@@ -134,18 +138,18 @@ class LogAccumulator:
             if info.withheld:
                 self.step_withheld += 1
             elif info.zero_running:
-                if "idle" not in flags:
+                if not idle:
                     self.zero_running += 1
             elif step is None and w.drafts:
                 self.step_unknown += 1
-            if info.coverage is not None and w.drafts:
-                if info.coverage < FULL_COVERAGE:
+            if cov is not None and w.drafts:
+                if cov < FULL_COVERAGE:
                     self.partial_coverage += 1
                 self._cov_drafts += w.drafts
-                self._cov_steps += w.drafts / info.coverage
-            if info.drafts_rate is not None and "idle" not in flags:
+                self._cov_steps += w.drafts / cov
+            if info.drafts_rate is not None and not idle:
                 self._drafts_rate.append(info.drafts_rate)
-        if "idle" in flags:
+        if idle:
             self.idle += 1
         else:
             if decode is not None:
@@ -157,7 +161,7 @@ class LogAccumulator:
             if running is not None:
                 self._run.append(running)
         self._bins.add(w.t_start_s, t1, w.engine_id, decode, acc, drafts, step, running, flags)
-        if "predicted_n" in w.printed and "idle" not in flags:  # a request (llama.cpp)
+        if not idle and "predicted_n" in printed:  # a request (llama.cpp)
             self._request(w, decode, step, cov, tps)
 
     def _request(self, w: EngineWindow, decode: float | None, step: float | None,

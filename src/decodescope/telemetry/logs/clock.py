@@ -67,6 +67,8 @@ class Clock:
         self._hours: dict[tuple[int, int, int, int], float] = {}
         self._last_key: str | None = None
         self._last_t: float | None = None
+        self._min_key: str | None = None  # `[YYYY-]MM-DD hh:mm` of the last stamp parsed
+        self._min_t: float | None = None  # ... its epoch seconds at second 0
 
     def state(self) -> tuple[int | None, int | None]:
         """(year, month) of the latest year-less line: what the next line's year depends on."""
@@ -76,7 +78,7 @@ class Clock:
         """Continue as if the previous year-less line was in this year and month (a read that
         starts in the middle of the file: segments.py)."""
         self._year, self._month = year, month
-        self._last_key = self._last_t = None
+        self._last_key = self._last_t = self._min_key = self._min_t = None
 
     def stamp(self, text: str) -> float | None:
         """Epoch seconds of the last date-time stamp in `text`, or None."""
@@ -89,7 +91,17 @@ class Clock:
         key = text[start:i + 6]
         if key == self._last_key:  # Engine and SpecDecoding lines share their stamp
             return self._last_t
-        t = self._parse_at(text, start)
+        # The same minute as the last stamp parsed: its seconds added to that minute's start
+        # (the year and month are the minute's: no rollover to note).
+        minute, sec = key[:-3], key[-2:]
+        t: float | None
+        if minute == self._min_key and sec.isdecimal() and len(sec) == 2 and \
+                self._min_t is not None:
+            t = self._min_t + int(sec)
+        else:
+            t = self._parse_at(text, start)
+            if t is not None and text[i + 3:i + 4] == ":":
+                self._min_key, self._min_t = minute, t - int(sec)
         self._last_key, self._last_t = key, t
         return t
 

@@ -40,6 +40,11 @@ class Drafting:
         self.max_held = MAX_UNDECIDED  # 0 in follow mode: nothing waits for later lines
         self._held: deque[EngineWindow] = deque()
 
+    @property
+    def holding(self) -> bool:
+        """True while windows wait for evidence (`release` has something to give)."""
+        return bool(self._held)
+
     def note_config(self, on: bool | None) -> None:
         if on is not None:
             self.config = on
@@ -57,7 +62,7 @@ class Drafting:
         """The windows that can go out now, in line order (each without draft statistics
         carries UNDECIDED; it leaves with spec_off or draft_stats_missing)."""
         held = self._held
-        if not held and not any(UNDECIDED in w.flags for w in windows):
+        if not held and (not windows or not any(UNDECIDED in w.flags for w in windows)):
             return windows
         held.extend(windows)
         state = self.state()

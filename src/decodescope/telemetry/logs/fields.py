@@ -57,24 +57,26 @@ def split_fields(message: str) -> Fields:
 def fast_number(raw: str) -> float | None:
     """number(raw), sooner for a plain number (most stats fields): float() of the whole value
     succeeds only when number() would read that same number."""
-    try:
-        return float(raw)
-    except ValueError:
-        return number(raw)
+    if "0" <= raw[:1] <= "9":  # a word (`True`) goes to number() without a failed float
+        try:
+            return float(raw)
+        except ValueError:
+            pass
+    return number(raw)
 
 
 def number(raw: str) -> float | None:
     """First number in a raw value: '3279.0 tokens/s' -> 3279.0, '82.5%' -> 82.5, 'True' -> 1."""
     text = raw.strip()
+    low = text.lower()
+    if low.startswith("true"):  # (before the float: a word is no float, and fails sooner)
+        return 1.0
+    if low.startswith("false"):
+        return 0.0
     head = text.split(" ", 1)[0].rstrip("%.,;")
     try:
         return float(head)
     except ValueError:
         pass
-    low = text.lower()
-    if low.startswith("true"):
-        return 1.0
-    if low.startswith("false"):
-        return 0.0
     m = _NUM.search(text)
     return float(m.group()) if m else None

@@ -20,6 +20,7 @@ EXACT_MAX = 1 << 17  # values kept exactly (1 MiB): every test log and a day of 
 GAMMA = 1.001  # bucket width: a value is represented within 0.05 % of itself
 REL_ERROR = GAMMA - 1  # median and percentiles (half of it), MAD (med's error plus its own)
 _LOG_G = math.log(GAMMA)
+_log, _floor = math.log, math.floor
 
 FAST_SUMMARY_MIN_N = 5000  # above this, summary_of skips Summary.of's exact-fraction stdev
 
@@ -53,15 +54,20 @@ class Figure:
             if len(xs) > EXACT_MAX:
                 self._to_buckets(xs)
             return
-        self.n += 1
+        n = self.n = self.n + 1
         d = x - self._mean
-        self._mean += d / self.n
-        self._m2 += d * (x - self._mean)
+        mean = self._mean = self._mean + d / n
+        self._m2 += d * (x - mean)
         if x < self.min:
             self.min = x
         if x > self.max:
             self.max = x
-        self._bucket(x)
+        if x > 0:  # _bucket, inline: a call per value costs as much as the rest
+            k = _floor(_log(x) / _LOG_G)
+            pos = self._pos
+            pos[k] = pos.get(k, 0) + 1
+        else:
+            self._bucket(x)
 
     def _to_buckets(self, xs: array[float]) -> None:
         self._xs = None

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from decodescope.telemetry.logs.clock import Clock
-from decodescope.telemetry.logs.fields import Fields, number, split_fields
+from decodescope.telemetry.logs.fields import Fields, fast_number, number, split_fields
 from decodescope.telemetry.logs.parse_counts import ParseCounts, Unparsed
 
 NUM = r"\d+(?:\.\d+)?"  # a printed number
@@ -71,6 +71,8 @@ class Row:
     common: tuple[tuple[str, str, str], ...] = ()
     samples: tuple[Sample, ...] = ()
     also: tuple[str, ...] = ()  # further keywords that mark the same kind of line
+    optional: tuple[str, ...] = ()  # fields of `common` a line may leave out (not the first)
+    end: str = r"\s*$"  # what may follow the last field of `common`
 
     @property
     def keywords(self) -> tuple[str, ...]:
@@ -78,12 +80,27 @@ class Row:
 
     fast: re.Pattern[str] | None = field(init=False, default=None, compare=False)
     _names: tuple[str, ...] = field(init=False, default=(), compare=False)
+    # (name, pattern, the name its one group's value goes under, or None: use groupdict)
+    _pats: tuple[tuple[str, re.Pattern[str], str | None], ...] = field(
+        init=False, default=(), compare=False)
+    # `common`, mapped once: (record field, True where its pattern is a plain number)
+    _keys: tuple[tuple[str, bool], ...] | None = field(init=False, default=None, compare=False)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "_pats", tuple(
+            (name, rx, (name if next(iter(rx.groupindex)) == "v" else next(iter(rx.groupindex)))
+             if rx.groups == 1 and len(rx.groupindex) == 1 else None)
+            for name, rx in self.patterns.items()))
         if self.common:  # one anchored regex of the common order, from the row itself
-            object.__setattr__(self, "fast", re.compile(", ".join(
-                f"{re.escape(n)}: ({v}){re.escape(u)}" for n, v, u in self.common) + r"\s*$"))
+            parts = []
+            for i, (n, v, u) in enumerate(self.common):
+                part = f"{', ' if i else ''}{re.escape(n)}: ({v}){re.escape(u)}"
+                parts.append(f"(?:{part})?" if n in self.optional else part)
+            object.__setattr__(self, "fast", re.compile("".join(parts) + self.end))
             object.__setattr__(self, "_names", tuple(n for n, _, _ in self.common))
+            if all(n in self.field_map for n, _, _ in self.common):
+                object.__setattr__(self, "_keys", tuple(
+                    (self.field_map[n], v in (NUM, r"\d+")) for n, v, _ in self.common))
 
 
 def fields(row: Row, message: str) -> Fields:
@@ -94,8 +111,34 @@ def fields(row: Row, message: str) -> Fields:
     if fast is not None:
         m = fast.match(message)
         if m is not None:
+            if row.optional:  # a field left out: no value
+                return Fields((n, v) for n, v in zip(row._names, m.groups(), strict=True)
+                              if v is not None)
             return Fields(zip(row._names, m.groups(), strict=True))
     return split_fields(message)
+
+
+def numbers(row: Row, message: str) -> dict[str, float] | None:
+    """Record field -> number of a field-map row's message printed in the row's common order:
+    what `fields` and fields.fast_number give for it, sooner (the names mapped once, a plain
+    number read with float); None for a message in another order (read it with `fields`)."""
+    keys = row._keys
+    if keys is None or row.fast is None:
+        return None
+    m = row.fast.match(message)
+    if m is None:
+        return None
+    out: dict[str, float] = {}
+    for (key, plain), raw in zip(keys, m.groups(), strict=True):
+        if raw is None:  # an optional field left out
+            continue
+        if plain:
+            out[key] = float(raw)
+        else:
+            v = fast_number(raw)
+            if v is not None:
+                out[key] = v
+    return out
 
 
 def groups(row: Row, text: str) -> dict[str, str] | None:
@@ -103,17 +146,26 @@ def groups(row: Row, text: str) -> dict[str, str] | None:
     is `v` gives its value under the pattern's name); None when a required pattern is not
     found. The one parser of regex rows."""
     out: dict[str, str] = {}
-    found: set[str] = set()
-    for name, rx in row.patterns.items():
+    found: list[str] = []
+    for name, rx, one in row._pats:
         m = rx.search(text)
         if m is None:
             continue
-        found.add(name)
+        found.append(name)
+        if one is not None:  # a pattern with one named group: no groupdict
+            v = m.group(1)
+            if v is not None:
+                out[one] = v
+            continue
         for k, v in m.groupdict().items():
             if v is not None:
                 out[name if k == "v" else k] = v
-    if not all(any(n in found for n in names) for names in row.required):
-        return None
+    for names in row.required:
+        for n in names:
+            if n in found:
+                break
+        else:
+            return None
     return out
 
 
@@ -226,6 +278,11 @@ def _make_stats(row: Row, text: str, i: int, j: int, clock: Clock,
                 counts: ParseCounts) -> VStats | Unparsed:
     t_s, pid, head = vllm_head(text, i, clock)
     engine_id = vllm_engine_id(head)
+    common = numbers(row, text[i:])  # the common order (V1: no Pending, no Swapped)
+    if common is not None:
+        return VStats(t_s, pid, engine_id, "v1" if engine_id else "v1-early",
+                      common["generation_throughput"], common.get("prompt_throughput"),
+                      common.get("running"), common.get("waiting"), common)
     f = fields(row, text[i:])  # the keyword is the first field's name
     gen = f.num("Avg generation throughput")
     if gen is None or gen != gen:
@@ -466,6 +523,10 @@ SGLANG_DECODE = Row(
     },
     required=(("gen throughput (token/s)",), ("#running-req",)),
     ends={"#queue-req": (",",)},  # only lines that print the separator after it can tell
+    common=(("#running-req", r"\d+", ""), ("#token", r"\d+", ""), ("token usage", NUM, ""),
+            ("accept len", NUM, ""), ("accept rate", NUM, ""), ("cuda graph", "True|False", ""),
+            ("gen throughput (token/s)", NUM, ""), ("#queue-req", r"\d+", "")),
+    optional=("accept len", "accept rate"), end=r",?\s*$",
     samples=(
         Sample("[2025-10-22 10:27:57 TP0] Decode batch. #running-req: 1, #token: 186, token "
                "usage: 0.00, accept len: 1.95, accept rate: 0.49, cuda graph: True, gen "

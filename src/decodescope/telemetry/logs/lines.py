@@ -103,6 +103,17 @@ _T_INDEX: dict[type, int] = {}
 _LLAMA_RECORDS = (llamacpp.LTime, llamacpp.LDraft, llamacpp.LStats, llamacpp.LRelease)
 
 
+def _kind_info(kind: type) -> tuple[int, int, str | None]:
+    """(position of `t_s` or -1, position of `pid` or -1, the format name when one per type)
+    of a record type (records are NamedTuples)."""
+    names = kind._fields  # type: ignore[attr-defined]
+    return (names.index("t_s") if "t_s" in names else -1,
+            names.index("pid") if "pid" in names else -1, _OTHER_FORMATS.get(kind))
+
+
+_KINDS: dict[type, tuple[int, int, str | None]] = {}
+
+
 def _t_index(kind: type) -> int:
     """Position of `t_s` in a record type (records are NamedTuples)."""
     i = _T_INDEX.get(kind)
@@ -150,35 +161,33 @@ class LineReader:
         """The engine's window assembler (None until the engine is known)."""
         return self._asm
 
-    def _duplicate(self, rec: Any) -> bool:
+    def _duplicate(self, rec: Any, kind: Any, t: float | None) -> bool:
         """True for a copy of a recent record: same fields (NaN equal to NaN: `nan%` lines),
         stamps within DUP_WINDOW_S. llama.cpp records carry no clock time: a copy is the same
         record as the one just before it, or as a recent one with the same elapsed stamp
-        (microseconds: two requests never share it)."""
-        t = getattr(rec, "t_s", None)
+        (microseconds: two requests never share it). `t`: the record's clock stamp."""
+        recent = self._recent
         if t is None:
             prev, self._prev = self._prev, rec
-            kind = type(rec)
             if kind in _LLAMA_RECORDS:
                 # A copy parses to the same record type: other types are never compared.
-                if type(prev) is kind and _same(prev, rec):
+                if type(prev) is kind and _same_record(prev, rec):
                     return True
                 te = rec.t_elapsed_s
                 if te is not None:
-                    for _, r0 in self._recent:
-                        if type(r0) is kind and r0.t_elapsed_s == te and _same(r0, rec):
+                    for t0, r0 in recent:
+                        if t0 == te and type(r0) is kind and _same_record(r0, rec):
                             return True
-                    self._recent.append((te, rec))
+                    recent.append((te, rec))
             return False  # no clock: two equal lines may be two equal requests
         i = -1
-        kind = type(rec)
-        for t0, r0 in self._recent:
+        for t0, r0 in recent:
             if -DUP_WINDOW_S <= t - t0 <= DUP_WINDOW_S and type(r0) is kind:
                 if i < 0:
                     i = _t_index(kind)
                 if _same(r0[:i], rec[:i]) and _same(r0[i + 1:], rec[i + 1:]):
                     return True
-        self._recent.append((t, rec))
+        recent.append((t, rec))
         return False
 
     def keywords(self) -> tuple[bytes, ...]:
@@ -209,10 +218,11 @@ class LineReader:
         if text.endswith("\r"):
             text = text.rstrip("\r")
         asm = self._asm
-        name = self.engine.name if self.engine else "unknown"
+        eng = self.engine
+        name = eng.name if eng is not None else "unknown"
         try:
-            if self.engine is not None:
-                rec = self.engine.parse(text, self.clock, self.counts)
+            if eng is not None:
+                rec = eng.parse(text, self.clock, self.counts)
                 if rec is None:
                     rec, name, asm = self._other(raw, text)
             else:
@@ -223,31 +233,36 @@ class LineReader:
             rec = Unparsed(f"{name}.malformed")
         if rec is None:
             return []
-        if self.tail[0] and not isinstance(rec, Unparsed):
-            eng = _ENGINES.get(name)
-            if self.growing or eng is None or not eng.complete(text, rec):
-                self.counts.cut_lines += 1  # cut mid-line: no number from it
+        counts = self.counts
+        kind = type(rec)
+        if kind is Unparsed:
+            counts.lines_matched += 1
+            counts.unparsed[rec.kind] += 1
+            return []
+        if self.tail[0]:
+            e = _ENGINES.get(name)
+            if self.growing or e is None or not e.complete(text, rec):
+                counts.cut_lines += 1  # cut mid-line: no number from it
                 return []
-        if asm is None and not isinstance(rec, Unparsed):  # another engine, --engine given
-            self.counts.other_engines[name] += 1
+        if asm is None:  # another engine, --engine given
+            counts.other_engines[name] += 1
             return []
-        self.counts.lines_matched += 1
-        if isinstance(rec, Unparsed):
-            self.counts.unparsed[rec.kind] += 1
+        counts.lines_matched += 1
+        info = _KINDS.get(kind)
+        if info is None:
+            info = _KINDS[kind] = _kind_info(kind)
+        t = rec[info[0]] if info[0] >= 0 else None
+        if self._duplicate(rec, kind, t):
+            counts.duplicates += 1
             return []
-        if self._duplicate(rec):
-            self.counts.duplicates += 1
-            return []
-        t = getattr(rec, "t_s", None)
         if t is not None:
-            key = (name, getattr(rec, "pid", None))
+            key = (name, rec[info[1]] if info[1] >= 0 else None)
             last = self.last_t.get(key)
             if last is not None and t < last - BACKWARDS_SLACK_S:
-                self.counts.note_backwards(self.at[0], last, t)
+                counts.note_backwards(self.at[0], last, t)
             self.last_t[key] = t
-        self.counts.lines_parsed += 1
-        self.counts.formats[format_of(rec)] += 1
-        assert asm is not None
+        counts.lines_parsed += 1
+        counts.formats[info[2] or format_of(rec)] += 1
         return asm.feed(rec)
 
     def _other(self, raw: bytes | bytearray, text: str) -> tuple[Any, str, _Assembler | None]:
@@ -293,6 +308,18 @@ class LineReader:
     def engines_read(self) -> list[str]:
         """The engines whose windows this reader gave, the first one first."""
         return ([self.engine.name] if self.engine else []) + list(self.others)
+
+
+_NO_NAN = frozenset((str, int, bool, type(None)))  # types whose unequal values differ
+
+
+def _same_record(a: Any, b: Any) -> bool:
+    """_same of two records of one type (field by field: most pairs differ in a field that
+    cannot hold a NaN, told without a call)."""
+    for x, y in zip(a, b):  # noqa: B905, SIM110 — one record type: one length; no generator
+        if x != y and (type(x) in _NO_NAN or not _same(x, y)):
+            return False
+    return True
 
 
 def _same(a: Any, b: Any) -> bool:

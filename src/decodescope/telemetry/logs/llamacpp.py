@@ -44,9 +44,9 @@ KEYWORDS = tuple(k.encode() for row in (F.LLAMACPP_TIMING, F.LLAMACPP_DRAFT,
 LEAN_KEYWORDS = KEYWORDS
 
 _SLOT = re.compile(r"\bid\s+(\d+)\s*\|\s*task\s+(\d+)")
+_SLOT_AT = re.compile(_SLOT.pattern[2:])  # _SLOT without its \b, matched where _slot says
 _TIME = F.LLAMACPP_TIMING.patterns["time"]
 _MEAN_LEN_END = re.compile(r"mean len =\s*\d+\.\d\d$")
-_STAT_NAMES = ("#gen drafts", "#gen tokens", "#acc tokens")
 # The timing lines as `print_timing` writes them (3 of a request's ~6 lines), read in one
 # match: the elapsed stamp, the slot and the timing row's own pattern (nothing before the slot
 # or the time can hold another); any other shape takes the general path.
@@ -92,35 +92,54 @@ Record = LTime | LDraft | LStats | LRelease
 
 def parse(text: str, clock: Clock, counts: ParseCounts) -> Record | Unparsed | None:
     f = _FAST_TIME.match(text)
-    if f is not None and not any(k in text for k in _NOT_TIME):
+    if f is not None and "llama_perf" not in text and "stop processing" not in text and \
+            "draft acceptance" not in text and "#gen drafts" not in text:  # _NOT_TIME
         mins, secs, ms, us, slot, task, kind, t_ms, tokens = f.groups()
         return LTime((int(slot), int(task)), kind, float(t_ms), int(tokens),
                      int(mins) * 60 + int(secs) + int(ms) / 1e3 + int(us) / 1e6)
     if "llama_perf" in text:  # context-level perf print at exit, not a request
         return None
-    m = _SLOT.search(text)
-    slot = (int(m.group(1)), int(m.group(2))) if m else None
     te = elapsed_s(text)
     if "stop processing" in text:
-        return LRelease(slot, te)
+        return LRelease(_slot_of(text), te)
     if "draft acceptance" in text:
+        slot = _slot_of(text)
         g = F.groups(F.LLAMACPP_DRAFT, text)
         if g is None:
             return Unparsed("llamacpp.draft")
         per_pos = _floats(g["per_pos"]) if "per_pos" in g else None
         return LDraft(slot, int(g["accepted"]), int(g["generated"]),
                       float(g["mal"]) if "mal" in g else None, per_pos or None, te)
-    if "#gen drafts" in text:
+    if "#gen drafts" in text:  # (the statistics line has no slot)
         g = F.groups(F.LLAMACPP_STATISTICS, text)
         if g is None:
             return Unparsed("llamacpp.statistics")
-        n = {k: int(float(g[k])) for k in _STAT_NAMES}
-        return LStats(g["impl"], n["#gen drafts"], n["#gen tokens"], n["#acc tokens"], te,
+        return LStats(g["impl"], int(float(g["#gen drafts"])), int(float(g["#gen tokens"])),
+                      int(float(g["#acc tokens"])), te,
                       float(g["mal"]) if "mal" in g else None)
+    slot = _slot_of(text)
     t = _TIME.search(text)
     if t is None:
         return Unparsed("llamacpp.timing")
     return LTime(slot, t.group("kind"), float(t.group("ms")), int(t.group("tokens")), te)
+
+
+def _slot_of(text: str) -> tuple[int, int] | None:
+    m = _slot(text)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def _slot(text: str) -> re.Match[str] | None:
+    """_SLOT.search(text), sooner: a regex that starts with \\b is tried at every position of
+    the line; here only where `id` starts a word."""
+    i = text.find("id")
+    while i >= 0:
+        if i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_"):  # \b before `id`
+            m = _SLOT_AT.match(text, i)
+            if m is not None:
+                return m
+        i = text.find("id", i + 1)
+    return None
 
 
 def complete(text: str, rec: Record) -> bool:
@@ -190,9 +209,11 @@ class LlamacppAssembler:
         self.drafting = Drafting()
 
     def feed(self, rec: Record) -> list[EngineWindow]:
-        if isinstance(rec, (LDraft, LStats)):
+        kind = type(rec)
+        if kind is LDraft or kind is LStats:
             self.drafting.note_on()  # some request drafted: a missing draft line is unknown
-        return self.drafting.release(self._feed(rec))
+        out = self._feed(rec)
+        return self.drafting.release(out) if out or self.drafting.holding else out
 
     def _feed(self, rec: Record) -> list[EngineWindow]:
         out: list[EngineWindow] = []

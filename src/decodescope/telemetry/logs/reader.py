@@ -45,29 +45,28 @@ class _Buf(Protocol):
 def matching_lines(buf: _Buf, start: int, end: int,
                    keywords: tuple[bytes, ...]) -> list[bytes | bytearray]:
     """Lines of buf[start:end] (whole lines) holding any keyword, in file order."""
-    find = buf.find
-    out = []
-    for s in _spans(buf, start, end, keywords):
-        e = find(b"\n", s, end)
-        out.append(buf[s:e if e >= 0 else end])
-    return out
+    return [buf[s:e] for s, e in _spans(buf, start, end, keywords)]
 
 
-def _spans(buf: _Buf, start: int, end: int, keywords: tuple[bytes, ...]) -> list[int]:
-    """Line starts of buf[start:end] (whole lines) holding any keyword, in file order."""
+def _spans(buf: _Buf, start: int, end: int,
+           keywords: tuple[bytes, ...]) -> list[tuple[int, int]]:
+    """(start, end) of the lines of buf[start:end] (whole lines) holding any keyword, in file
+    order; a line's end is its newline (or `end`)."""
     find, rfind = buf.find, buf.rfind
-    starts: list[int] = []
+    spans: list[tuple[int, int]] = []
     for kw in keywords:
         i = find(kw, start, end)
         while i >= 0:
-            starts.append(rfind(b"\n", start, i) + 1 or start)
+            s = rfind(b"\n", start, i) + 1 or start
             e = find(b"\n", i, end)
             if e < 0:
+                spans.append((s, end))
                 break
+            spans.append((s, e))
             i = find(kw, e, end)
     if len(keywords) > 1:
-        starts = sorted(set(starts))
-    return starts
+        spans = sorted(set(spans))
+    return spans
 
 
 def _block_lines(buf: _Buf, end: int, keywords: Callable[[], tuple[bytes, ...]],
@@ -77,19 +76,17 @@ def _block_lines(buf: _Buf, end: int, keywords: Callable[[], tuple[bytes, ...]],
     second engine found in the block: pipeline.LineReader), the rest of the block is searched
     again with the new keywords, so its other lines in this block are not missed."""
     kws = keywords()
-    starts, i = _spans(buf, start, end, kws), 0
-    while i < len(starts):
-        s = starts[i]
+    spans, i = _spans(buf, start, end, kws), 0
+    while i < len(spans):
+        s, e = spans[i]
         i += 1
-        e = buf.find(b"\n", s, end)
-        e = end if e < 0 else e
         if at is not None:
             at[0] = base + s
         yield buf[s:e]
         now = keywords()
         if now is not kws:
             if not set(now) <= set(kws):
-                starts, i = _spans(buf, e, end, now), 0
+                spans, i = _spans(buf, e, end, now), 0
             kws = now
 
 

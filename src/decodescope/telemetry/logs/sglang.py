@@ -69,7 +69,22 @@ def parse(text: str, clock: Clock, counts: ParseCounts) -> SDecode | SConfig | U
     head = text[:i]
     m = _AFTER.match(text, i)
     assert m is not None  # the pattern's only required part is the keyword found above
-    f = F.fields(F.SGLANG_DECODE, text[m.end():])
+    msg = text[m.end():]
+    printed = F.numbers(F.SGLANG_DECODE, msg)  # the common order; else by name:
+    if printed is None:
+        printed = _by_name(msg, counts)
+    gen, running = printed.get("generation_throughput"), printed.get("running")
+    if gen is None or running is None:
+        return Unparsed("sglang.decode")
+    if m.group(1):
+        printed["forward_ct"] = float(m.group(1))
+    tag = _TAG.search(head)
+    return SDecode(clock.stamp(head), (tag.group(1).strip() or None) if tag else None, running,
+                   gen, printed.get("mal_reported"), printed.get("waiting"), printed)
+
+
+def _by_name(msg: str, counts: ParseCounts) -> dict[str, float]:
+    f = F.fields(F.SGLANG_DECODE, msg)
     printed: dict[str, float] = {}
     for name, raw in f.items():
         key = FIELDS.get(name)
@@ -79,14 +94,7 @@ def parse(text: str, clock: Clock, counts: ParseCounts) -> SDecode | SConfig | U
         v = fast_number(raw)
         if v is not None:
             printed[key] = v
-    gen, running = printed.get("generation_throughput"), printed.get("running")
-    if gen is None or running is None:
-        return Unparsed("sglang.decode")
-    if m.group(1):
-        printed["forward_ct"] = float(m.group(1))
-    tag = _TAG.search(head)
-    return SDecode(clock.stamp(head), (tag.group(1).strip() or None) if tag else None, running,
-                   gen, printed.get("mal_reported"), printed.get("waiting"), printed)
+    return printed
 
 
 def complete(text: str, rec: SDecode | SConfig) -> bool:
@@ -137,7 +145,7 @@ class SglangAssembler:
             out.append(self._build(first, d0, _diluted(d0, [d] if d else [])))
             if d0 is not None and not _diluted(d0, [d] if d else []):
                 st.recent.append(d0)
-        diluted = _diluted(d, list(st.recent))
+        diluted = _diluted(d, st.recent)
         if d is not None and not diluted:
             st.recent.append(d)
         out.append(self._build(rec, d, diluted))
@@ -187,14 +195,14 @@ class SglangAssembler:
         )
 
 
-def _diluted(d: float | None, neighbours: list[float]) -> bool:
+def _diluted(d: float | None, neighbours: list[float] | deque[float]) -> bool:
     if d is None or not neighbours:
         return False
     typical = _median(neighbours)
     return d > IDLE_DILUTION_FACTOR * typical + IDLE_DILUTION_SLACK_S
 
 
-def _median(xs: list[float]) -> float:
+def _median(xs: list[float] | deque[float]) -> float:
     """statistics.median's arithmetic, without its generality (a few floats, per line)."""
     data = sorted(xs)
     n = len(data)

@@ -24,7 +24,7 @@ their generated tokens are rebuilt from the printed throughput × interval (inex
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from decodescope.records.window import EngineWindow
 
@@ -33,8 +33,7 @@ REBUILT_TOLERANCE = 0.02  # rebuilt generated tokens: ±2 % (throughput printed 
 REBUILT_TOLERANCE_TOKENS = 2.0  # ... and ±2 tokens (0.1 tok/s printed × 10 s, twice)
 
 
-@dataclass(frozen=True)
-class StepInfo:
+class StepInfo(NamedTuple):  # a tuple: made for every window of a log, ~3x sooner
     rate: float | None  # verification steps / s / running request; None: unknown
     basis: str  # how it was obtained, or why it is unknown
     coverage: float | None = None  # drafted steps / steps (1.0: every step drafts)
