@@ -13,7 +13,7 @@ run-to-run spread uses: the engine's when at least MIN_SPREAD_RUNS runs have it,
 client's) beyond what the scatter of its runs explains. **Basis:** the stored runs of one
 caliber on one stack (run_spread.stack_key; ab arms and unusable runs left out as the spread
 leaves them, the runs of a trend left out by run_spread.without_trends), grouped by server
-process (server_state.instance_key: the stack plus the process start); processes with at
+process (server_state.instance_key, the stack plus the process start); processes with at
 least MIN_PROCESS_RUNS runs count, and at least MIN_PROCESSES of them are needed.
 **Method:** one-way random-effects ANOVA on the runs' mean log rates, method of moments:
 τ² = max(0, (MS_between − MS_within) / n₀), n₀ = (N − Σnᵢ²/N)/(g − 1) for g processes and N
