@@ -257,3 +257,19 @@ def test_a_change_ending_a_servers_fresh_runs_says_it_may_be_its_warm_up():
                                "be the end of a server warm-up (the server's state), not the "
                                "stack's")
     assert [hi.server_mark(p.server) for p in pts[:6]] == ["fresh"] * 5 + [""]
+
+
+def test_a_warm_up_that_leaves_too_few_runs_after_it_is_counted_and_the_restart_seen(store):
+    # As measured on the real llama.cpp (tests/test_e2e_history_llamacpp.py, a loaded host):
+    # a launch of 6 runs whose first 4 climb, then a restart with another flag. Leaving the 4
+    # out would leave 2 runs of the first launch — too few for a level — and hide the stack
+    # change at the restart; they are counted (marked), and the change is found there.
+    ids = [add(store, 60.0 * w, S1 + 30 + 40 * i, S1) for i, w in enumerate(WARMUP)]
+    ids += [add(store, 60.0 * v, S1 + 200 + 40 * i, S1) for i, v in enumerate(LATE[:2])]
+    ids += [add(store, 40.0 * v, S2 + 900 + 60 * i, S2, 4) for i, v in enumerate(LATE[:6])]
+    h = history(store, SERIES).history
+    assert h.warm_up == []  # nothing left out: the first server keeps 2 runs after its warm-up
+    firsts = [p.server for p in h.points[:4]]
+    assert all(s is not None and s.in_warmup and not s.left_out for s in firsts)
+    (c,) = [c for c in h.changes if c.index == 6]
+    assert c.word == "REGRESSION" and c.stack_changed is True, c

@@ -194,9 +194,12 @@ class ServerState:
         not reached its level yet — a history leaves it out of the levels. A warm-up not over
         at the last run leaves nothing out (it may be the level), nor does a run past
         FRESH_SERVER_S: an upward step late in a long-lived server tests as a "warm-up" too,
-        and must stay a change point."""
+        and must stay a change point. Nor where fewer than WARMUP_LEVEL_RUNS runs of its server
+        follow the warm-up: its level would go unmeasured (and a stack change at its restart
+        unseen), so those runs are counted, marked."""
         return (self.fresh and self.in_warmup and self.warmup is not None
-                and self.warmup.end is not None)
+                and self.warmup.end is not None
+                and self.warmup.runs - self.warmup.end >= th.WARMUP_LEVEL_RUNS)
 
     def text(self) -> str:
         parts = []

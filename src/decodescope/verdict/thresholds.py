@@ -90,6 +90,10 @@ STALL_MIN_UNITS = 2
 FRESH_SERVER_S = 600.0
 TREND_ALPHA = 1.0 - CONFIDENCE
 TREND_MIN_RUNS = 4
+# A history leaves a finished warm-up out of its levels only where its server process keeps
+# at least this many runs after it (history.MIN_SEGMENT): leaving out more would leave the
+# level after a restart unmeasured, and a stack change at that restart unseen.
+WARMUP_LEVEL_RUNS = 3
 
 # -- decomposition -----------------------------------------------------------------------------
 # Below this |ln(D2/D1)| (≈ 0.5 %) shares of a delta are noise divided by noise: not printed.
