@@ -255,6 +255,41 @@ def run(args: argparse.Namespace) -> None:
             print(f"{name} {len(res['rows'][name])}: {r['verdict']} after {r['pairs']} pairs, "
                   f"{r['seconds']:.1f} s, rel {r['rel']}", file=sys.stderr, flush=True)
 
+    def rate_of(name: str, last: int) -> float | None:
+        runs = [r["client_mean"] for r in res["warmup"] if r["server"] == name][-last:]
+        return statistics.fmean(runs) if runs else None
+
+    def slow_server(a: Server, servers: list[Server]) -> Server | None:
+        """The "−5 %" B: each candidate launch (--slow-args, ';'-separated) started and probed
+        --warm-runs-b runs; the one whose last two runs' mean is nearest −5 % of A's last
+        three is kept (one candidate: kept unscreened, as before)."""
+        cands = [shlex.split(c) for c in args.slow_args.split(";") if c.strip()]
+        best: tuple[float, Server] | None = None
+        for k, extra in enumerate(cands):
+            if left() < AB_GUARD_S + 30:
+                break
+            s = Server(args, f"Bslow{k + 1}", 8183 + k, extra)
+            servers.append(s)
+            warm(s, args.warm_runs_b)
+            ra, rs = rate_of(a.name, 3), rate_of(s.name, 2)
+            change = rs / ra - 1.0 if ra and rs else None
+            res.setdefault("screen", []).append({"server": s.name, "extra": shlex.join(extra),
+                                                 "change": change})
+            save()
+            print(f"screen {s.name} ({shlex.join(extra)}): "
+                  f"{'n/a' if change is None else f'{100 * change:+.1f} %'}",
+                  file=sys.stderr, flush=True)
+            score = abs(change + 0.05) if change is not None else math.inf
+            if best is None or score < best[0]:
+                if best is not None:
+                    best[1].stop()
+                best = (score, s)
+            else:
+                s.stop()
+        if best is not None:
+            res["slow_server"] = best[1].name
+        return best[1] if best is not None else None
+
     servers: list[Server] = []
     try:
         # The between-process spread of A's stack: fresh processes of A's launch, one after the
@@ -277,10 +312,9 @@ def run(args: argparse.Namespace) -> None:
             reps(a, b, "same", args.same)
             b.stop()
         if args.slow and left() >= AB_GUARD_S + 30:
-            bq = Server(args, "Bq8", 8183, SLOW)
-            servers.append(bq)
-            warm(bq, args.warm_runs_b)
-            reps(a, bq, "slow", args.slow)
+            bq = slow_server(a, servers)
+            if bq is not None:
+                reps(a, bq, "slow", args.slow)
     finally:
         for s in servers:
             s.stop()
@@ -441,6 +475,9 @@ def main_bench() -> None:
     r.add_argument("--warm-trials", type=int, default=5)
     r.add_argument("--tau-procs", type=int, default=0,
                    help="fresh processes of A's launch probed first (the between-process spread)")
+    r.add_argument("--slow-args", default=shlex.join(SLOW),
+                   help="B's extra launch flags for the change; several ';'-separated: each "
+                        "screened, the one nearest −5 %% kept")
     r.add_argument("--tau-runs", type=int, default=3, help="probe runs of each of them")
     r.add_argument("--budget-s", type=float, default=540)
     r.add_argument("--tag", default="1")

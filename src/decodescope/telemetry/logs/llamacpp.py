@@ -54,6 +54,25 @@ _FAST_TIME = re.compile(
     r"\s*(\d+)\.(\d\d)\.(\d\d\d)\.(\d\d\d) [IWEDT] slot print_timing: "
     r"id\s+(\d+)\s*\|\s*task\s+(\d+)\s*\|\s*" + _TIME.pattern)
 _NOT_TIME = ("llama_perf", "stop processing", "draft acceptance", "#gen drafts")
+# The draft, statistics and release lines as llama.cpp writes them, each read in one match
+# anchored at both ends from its row's own patterns (numbers only where a row allows any
+# text, so nothing another branch looks for can be inside); any other shape takes the
+# general path, which gives the same record.
+_STAMP = r"\s*(\d+)\.(\d\d)\.(\d\d\d)\.(\d\d\d) [IWEDT] "
+_AT_SLOT = r"id\s+(\d+)\s*\|\s*task\s+(\d+)\s*\|\s*"
+_DRAFT = F.LLAMACPP_DRAFT.patterns
+_FAST_DRAFT = re.compile(
+    _STAMP + r"slot print_timing: " + _AT_SLOT + _DRAFT["draft"].pattern
+    + r"(?:, " + _DRAFT["mal"].pattern + r")?"
+    + r"(?:, " + _DRAFT["per_pos"].pattern.replace("[^)]*", r"[\d., ]*") + r")?\s*$")
+_STATS = F.LLAMACPP_STATISTICS.patterns
+_FAST_STATS = re.compile(
+    _STAMP + _STATS["impl"].pattern + r" #calls\(b,g,a\) =[\d ]*, "
+    + ", ".join(_STATS[k].pattern.replace("(?P<v>", f"(?P<v{i}>")
+                for i, k in enumerate(F._STAT_NAMES))
+    + r", " + _STATS["mal"].pattern + r", #acc rate/pos = \([\d., ]*\), "
+    r"dur\(b,g,a\) = [\d., ]* ms\s*$")
+_FAST_RELEASE = re.compile(_STAMP + r"slot\s+release: " + _AT_SLOT + r"stop processing")
 
 
 class LTime(NamedTuple):
@@ -99,6 +118,9 @@ def parse(text: str, clock: Clock, counts: ParseCounts) -> Record | Unparsed | N
                      int(mins) * 60 + int(secs) + int(ms) / 1e3 + int(us) / 1e6)
     if "llama_perf" in text:  # context-level perf print at exit, not a request
         return None
+    f = _FAST_DRAFT.match(text) or _FAST_STATS.match(text) or _FAST_RELEASE.match(text)
+    if f is not None:
+        return _fast(f)
     te = elapsed_s(text)
     if "stop processing" in text:
         return LRelease(_slot_of(text), te)
@@ -122,6 +144,22 @@ def parse(text: str, clock: Clock, counts: ParseCounts) -> Record | Unparsed | N
     if t is None:
         return Unparsed("llamacpp.timing")
     return LTime(slot, t.group("kind"), float(t.group("ms")), int(t.group("tokens")), te)
+
+
+def _fast(f: re.Match[str]) -> Record:
+    """The record of a line one of the _FAST_* patterns matched whole."""
+    g = f.groups()
+    te = int(g[0]) * 60 + int(g[1]) + int(g[2]) / 1e3 + int(g[3]) / 1e6
+    if f.re is _FAST_RELEASE:
+        return LRelease((int(g[4]), int(g[5])), te)
+    d = f.groupdict()
+    mal = d.get("mal")
+    if f.re is _FAST_STATS:
+        return LStats(d["impl"], int(float(d["v0"])), int(float(d["v2"])), int(float(d["v3"])), te,
+                      float(mal) if mal is not None else None)
+    per_pos = _floats(d["per_pos"]) if d.get("per_pos") is not None else None
+    return LDraft((int(g[4]), int(g[5])), int(d["accepted"]), int(d["generated"]),
+                  float(mal) if mal is not None else None, per_pos or None, te)
 
 
 def _slot_of(text: str) -> tuple[int, int] | None:
