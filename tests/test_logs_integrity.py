@@ -198,6 +198,32 @@ def test_doubled_llamacpp_log_keeps_requests_and_mal(tmp_path: Path):
     assert s.lines["duplicates"] == 6
 
 
+def test_llamacpp_block_pasted_twice_is_read_once_and_the_copy_memory_stays_bounded(
+        tmp_path: Path):
+    """A request's lines copied after themselves (not line by line: a paste of the block) are
+    copies by their elapsed stamps; the stamps remembered for that stay DUP_RECENT."""
+    from decodescope.telemetry.logs.clock import Clock
+    from decodescope.telemetry.logs.lines import DUP_RECENT, LineReader
+    from decodescope.telemetry.logs.reader import read_lines
+
+    src = (DATA / "llamacpp_pr_24536.log").read_text()
+    p = tmp_path / "pasted.log"
+    p.write_text(src + src)
+    counts = ParseCounts()
+    assert _windows(p, counts) == _windows(DATA / "llamacpp_pr_24536.log")
+    assert counts.duplicates == 6
+    many = tmp_path / "many.log"
+    many.write_text("".join("\n".join(_llama_block(t, 40, 20, 30, 10, stats_last=False,
+                                                   mal_line=True)) + "\n"
+                            for t in range(1, 40)))
+    c = ParseCounts()
+    lr = LineReader("llamacpp", Clock(2026), c)
+    n = sum(len(lr.feed(raw)) for raw in read_lines(str(many), lr.keywords, c))
+    n += len(lr.flush())
+    assert n == 39 and c.duplicates == 0
+    assert sum(map(len, lr._by_stamp.values())) == len(lr._stamps) == DUP_RECENT
+
+
 def _llama_block(task: int, n: int, acc: int, gen: int, drafts: int, *, stats_last: bool,
                  mal_line: bool) -> list[str]:
     e = f"0.{10 + task:02d}.000.{task:03d} I "

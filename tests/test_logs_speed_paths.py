@@ -105,25 +105,60 @@ def test_plain_number_path_reads_what_number_reads(raw: str):
     assert (a is None and b is None) or a == b or (a != a and b != b), (raw, a, b)
 
 
-@pytest.mark.parametrize("path", LOGS, ids=lambda p: p.name)
-def test_llamacpp_timing_lines_read_as_by_the_general_path(path: Path):
-    """Every line of a real log that the one-match timing pattern takes gives the record the
-    general path gives (and no line it leaves gives a timing record it should have taken
-    without reason: the general path still reads those)."""
+_FAST = ("_FAST_TIME", "_FAST_DRAFT", "_FAST_STATS", "_FAST_RELEASE")
+# The lines of the embedded engine and PR #24536 with the one-match patterns' edge cases: a
+# draft line without per-position rates, a fractional statistics count, trailing blanks, a
+# release line with another tail, an old `draft acceptance rate` line.
+_EDGE_LINES = [
+    "0.08.388.799 I slot print_timing: id  1 | task 1 | draft acceptance = 0.70065 "
+    "(  323 accepted /   461 generated), mean len =  6.57   ",
+    "0.08.388.799 I slot print_timing: id  1 | task 1 | draft acceptance = nan "
+    "(    0 accepted /     0 generated)",
+    "0.08.388.799 I slot print_timing: id 12 | task 7 | draft acceptance rate = 0.50000 "
+    "(    5 accepted /    10 generated)",
+    "0.06.896.057 I statistics     draft-eagle3: #calls(b,g,a) =    1     87     87, #gen "
+    "drafts =     87.0, #acc drafts =    70, #gen tokens =    259, #acc tokens =   167, #mean "
+    "acc len = 2.92, #acc rate/pos = (0.805, 0.632, 0.483), dur(b,g,a) = 0.005, 325.555, "
+    "0.114 ms",
+    "0.06.896.125 I slot      release: id  1 | task 0 | stop processing: n_tokens = 275",
+    "12.59.999.999 W slot      release: id 3 | task 1234 | stop processing: n_tokens = 9, "
+    "truncated = 1",
+]
+
+
+def _general(line: str, clock: Clock, counts: ParseCounts) -> Any:
+    saved = {name: getattr(llamacpp, name) for name in _FAST}
+    try:
+        for name in _FAST:
+            setattr(llamacpp, name, re.compile(r"(?!)"))
+        return llamacpp.parse(line, clock, counts)
+    finally:
+        for name, rx in saved.items():
+            setattr(llamacpp, name, rx)
+
+
+@pytest.mark.parametrize("path", [*LOGS, None], ids=lambda p: p.name if p else "edge-lines")
+def test_llamacpp_lines_read_as_by_the_general_path(path: Path | None):
+    """Every line of a real log (and each edge case) that a one-match pattern takes — the
+    timing, draft, statistics and release lines as llama.cpp writes them — gives the record
+    the general path gives (the general path still reads every other shape)."""
     clock_a, clock_b, counts = Clock(2026), Clock(2026), ParseCounts()
-    taken = 0
-    for line in path.read_text(errors="replace").splitlines():
+    taken: dict[str, int] = {}
+    text = _EDGE_LINES if path is None else path.read_text(errors="replace").splitlines()
+    for line in text:
         fast = llamacpp.parse(line, clock_a, counts)
-        if llamacpp._FAST_TIME.match(line) is not None:
-            taken += 1
-            saved = llamacpp._FAST_TIME
-            try:
-                llamacpp._FAST_TIME = re.compile(r"(?!)")
-                assert llamacpp.parse(line, clock_b, counts) == fast, line
-            finally:
-                llamacpp._FAST_TIME = saved
-    if "llamacpp" in path.name or path.parent.name == "llamacpp-embedded":
-        assert taken > 0
+        for name in _FAST:
+            if getattr(llamacpp, name).match(line) is not None:
+                taken[name] = taken.get(name, 0) + 1
+                assert _general(line, clock_b, counts) == fast, line
+                break
+    if path is None:
+        assert set(taken) == {"_FAST_DRAFT", "_FAST_STATS", "_FAST_RELEASE"}, taken
+        assert taken == {"_FAST_DRAFT": 3, "_FAST_STATS": 1, "_FAST_RELEASE": 2}
+    elif path.parent.name == "llamacpp-embedded" or path.name == "llamacpp_pr_24536.log":
+        assert {"_FAST_TIME", "_FAST_RELEASE"} <= set(taken), taken
+        if "draft acceptance" in "\n".join(text):
+            assert "_FAST_DRAFT" in taken
 
 
 @pytest.mark.parametrize("values", [[1.0], [2.0, 1.0], [3.0, 1.0, 2.0], [0.5, 0.25, 4.0, 1.0],
@@ -145,7 +180,8 @@ def test_real_logs_read_as_without_the_shortcuts(path: Path, monkeypatch: pytest
     monkeypatch.setattr(lines, "_same", _same_plain)
     monkeypatch.setattr(sglang, "fast_number", number)
     monkeypatch.setattr(sglang, "_median", statistics.median)
-    monkeypatch.setattr(llamacpp, "_FAST_TIME", re.compile(r"(?!)"))  # never matches
+    for name in _FAST:
+        monkeypatch.setattr(llamacpp, name, re.compile(r"(?!)"))  # never matches
     plain = analyze_log(str(path)).to_dict()
     assert plain["windows_total"] == fast["windows_total"]
     assert repr(plain) == repr(fast)  # repr: NaN in both reads the same
