@@ -201,7 +201,7 @@ def test_doubled_llamacpp_log_keeps_requests_and_mal(tmp_path: Path):
 def test_llamacpp_block_pasted_twice_is_read_once_and_the_copy_memory_stays_bounded(
         tmp_path: Path):
     """A request's lines copied after themselves (not line by line: a paste of the block) are
-    copies by their elapsed stamps; the stamps remembered for that stay DUP_RECENT."""
+    copies by their elapsed stamps; the records remembered for that stay DUP_RECENT."""
     from decodescope.telemetry.logs.clock import Clock
     from decodescope.telemetry.logs.lines import DUP_RECENT, LineReader
     from decodescope.telemetry.logs.reader import read_lines
@@ -221,7 +221,7 @@ def test_llamacpp_block_pasted_twice_is_read_once_and_the_copy_memory_stays_boun
     n = sum(len(lr.feed(raw)) for raw in read_lines(str(many), lr.keywords, c))
     n += len(lr.flush())
     assert n == 39 and c.duplicates == 0
-    assert sum(map(len, lr._by_stamp.values())) == len(lr._stamps) == DUP_RECENT
+    assert len(lr._recent) == DUP_RECENT
 
 
 def _llama_block(task: int, n: int, acc: int, gen: int, drafts: int, *, stats_last: bool,

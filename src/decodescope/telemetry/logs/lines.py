@@ -137,9 +137,6 @@ class LineReader:
         self.engine: _Engine | None = _ENGINES[engine] if engine else None
         self._asm: _Assembler | None = self._new_assembler(self.engine) if self.engine else None
         self._recent: deque[tuple[float, Any]] = deque(maxlen=DUP_RECENT)
-        # llama.cpp's records by (elapsed stamp, type): the DUP_RECENT last, oldest first
-        self._by_stamp: dict[tuple[float, type], list[Any]] = {}
-        self._stamps: deque[tuple[float, type]] = deque()
         # Auto mode reads every engine of a mixed log; with --engine the others are counted.
         self.read_others = engine is None
         self.others: dict[str, _Assembler] = {}  # engines found after the first, in order
@@ -178,21 +175,10 @@ class LineReader:
                     return True
                 te = rec.t_elapsed_s
                 if te is not None:
-                    key = (te, kind)
-                    same = self._by_stamp.get(key)
-                    if same is None:
-                        same = self._by_stamp[key] = []
-                    elif any(_same_record(r0, rec) for r0 in same):
-                        return True
-                    same.append(rec)
-                    stamps = self._stamps
-                    stamps.append(key)
-                    if len(stamps) > DUP_RECENT:
-                        old = stamps.popleft()
-                        left = self._by_stamp[old]
-                        del left[0]
-                        if not left:
-                            del self._by_stamp[old]
+                    for t0, r0 in recent:
+                        if t0 == te and type(r0) is kind and _same_record(r0, rec):
+                            return True
+                    recent.append((te, rec))
             return False  # no clock: two equal lines may be two equal requests
         i = -1
         for t0, r0 in recent:
