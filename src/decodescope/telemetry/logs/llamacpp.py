@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from decodescope.records.window import EngineWindow
 from decodescope.telemetry.logs import formats as F
@@ -73,6 +73,11 @@ _FAST_STATS = re.compile(
     + r", " + _STATS["mal"].pattern + r", #acc rate/pos = \([\d., ]*\), "
     r"dur\(b,g,a\) = [\d., ]* ms\s*$")
 _FAST_RELEASE = re.compile(_STAMP + r"slot\s+release: " + _AT_SLOT + r"stop processing")
+# positions in a match's groups() of the fields read
+_D_ACC, _D_GEN, _D_MAL, _D_PER_POS = (_FAST_DRAFT.groupindex[k] - 1 for k in
+                                      ("accepted", "generated", "mal", "per_pos"))
+_S_GEN_DRAFTS, _S_GEN_TOKENS, _S_ACC_TOKENS, _S_MAL = (_FAST_STATS.groupindex[k] - 1 for k in
+                                                       ("v0", "v2", "v3", "mal"))
 
 
 class LTime(NamedTuple):
@@ -113,53 +118,58 @@ def parse(text: str, clock: Clock, counts: ParseCounts) -> Record | Unparsed | N
     f = _FAST_TIME.match(text)
     if f is not None and "llama_perf" not in text and "stop processing" not in text and \
             "draft acceptance" not in text and "#gen drafts" not in text:  # _NOT_TIME
-        mins, secs, ms, us, slot, task, kind, t_ms, tokens = f.groups()
-        return LTime((int(slot), int(task)), kind, float(t_ms), int(tokens),
-                     int(mins) * 60 + int(secs) + int(ms) / 1e3 + int(us) / 1e6)
+        g = f.groups()
+        return LTime((int(g[4]), int(g[5])), g[6], float(g[7]), int(g[8]), _elapsed(g))
     if "llama_perf" in text:  # context-level perf print at exit, not a request
         return None
-    f = _FAST_DRAFT.match(text) or _FAST_STATS.match(text) or _FAST_RELEASE.match(text)
-    if f is not None:
-        return _fast(f)
-    te = elapsed_s(text)
     if "stop processing" in text:
-        return LRelease(_slot_of(text), te)
+        f = _FAST_RELEASE.match(text)
+        if f is not None:
+            g = f.groups()
+            return LRelease((int(g[4]), int(g[5])), _elapsed(g))
+        return LRelease(_slot_of(text), elapsed_s(text))
     if "draft acceptance" in text:
+        f = _FAST_DRAFT.match(text)
+        if f is not None:
+            g = f.groups()
+            mal, per_pos = g[_D_MAL], g[_D_PER_POS]
+            return LDraft((int(g[4]), int(g[5])), int(g[_D_ACC]), int(g[_D_GEN]),
+                          float(mal) if mal is not None else None,
+                          (_floats(per_pos) if per_pos is not None else None) or None,
+                          _elapsed(g))
         slot = _slot_of(text)
-        g = F.groups(F.LLAMACPP_DRAFT, text)
-        if g is None:
+        d = F.groups(F.LLAMACPP_DRAFT, text)
+        if d is None:
             return Unparsed("llamacpp.draft")
-        per_pos = _floats(g["per_pos"]) if "per_pos" in g else None
-        return LDraft(slot, int(g["accepted"]), int(g["generated"]),
-                      float(g["mal"]) if "mal" in g else None, per_pos or None, te)
+        per_pos = _floats(d["per_pos"]) if "per_pos" in d else None
+        return LDraft(slot, int(d["accepted"]), int(d["generated"]),
+                      float(d["mal"]) if "mal" in d else None, per_pos or None,
+                      elapsed_s(text))
     if "#gen drafts" in text:  # (the statistics line has no slot)
-        g = F.groups(F.LLAMACPP_STATISTICS, text)
-        if g is None:
+        f = _FAST_STATS.match(text)
+        if f is not None:
+            g = f.groups()
+            mal = g[_S_MAL]
+            return LStats(g[4], int(float(g[_S_GEN_DRAFTS])), int(float(g[_S_GEN_TOKENS])),
+                          int(float(g[_S_ACC_TOKENS])), _elapsed(g),
+                          float(mal) if mal is not None else None)
+        d = F.groups(F.LLAMACPP_STATISTICS, text)
+        if d is None:
             return Unparsed("llamacpp.statistics")
-        return LStats(g["impl"], int(float(g["#gen drafts"])), int(float(g["#gen tokens"])),
-                      int(float(g["#acc tokens"])), te,
-                      float(g["mal"]) if "mal" in g else None)
+        return LStats(d["impl"], int(float(d["#gen drafts"])), int(float(d["#gen tokens"])),
+                      int(float(d["#acc tokens"])), elapsed_s(text),
+                      float(d["mal"]) if "mal" in d else None)
     slot = _slot_of(text)
     t = _TIME.search(text)
     if t is None:
         return Unparsed("llamacpp.timing")
-    return LTime(slot, t.group("kind"), float(t.group("ms")), int(t.group("tokens")), te)
+    return LTime(slot, t.group("kind"), float(t.group("ms")), int(t.group("tokens")),
+                 elapsed_s(text))
 
 
-def _fast(f: re.Match[str]) -> Record:
-    """The record of a line one of the _FAST_* patterns matched whole."""
-    g = f.groups()
-    te = int(g[0]) * 60 + int(g[1]) + int(g[2]) / 1e3 + int(g[3]) / 1e6
-    if f.re is _FAST_RELEASE:
-        return LRelease((int(g[4]), int(g[5])), te)
-    d = f.groupdict()
-    mal = d.get("mal")
-    if f.re is _FAST_STATS:
-        return LStats(d["impl"], int(float(d["v0"])), int(float(d["v2"])), int(float(d["v3"])), te,
-                      float(mal) if mal is not None else None)
-    per_pos = _floats(d["per_pos"]) if d.get("per_pos") is not None else None
-    return LDraft((int(g[4]), int(g[5])), int(d["accepted"]), int(d["generated"]),
-                  float(mal) if mal is not None else None, per_pos or None, te)
+def _elapsed(g: tuple[str | Any, ...]) -> float:
+    """elapsed_s of a _FAST_* match's first four groups (minutes, seconds, ms, µs)."""
+    return int(g[0]) * 60 + int(g[1]) + int(g[2]) / 1e3 + int(g[3]) / 1e6
 
 
 def _slot_of(text: str) -> tuple[int, int] | None:
