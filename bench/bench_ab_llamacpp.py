@@ -88,7 +88,10 @@ def main_bench() -> None:
                     help="extra llama-server arguments of the changed server C")
     ap.add_argument("--scenarios", default="same,slow",
                     help="which scenarios to run: same, slow or both")
-    ap.add_argument("--out", default=None, help="write every repetition here (JSON)")
+    ap.add_argument("--out", default=None,
+                    help="write every repetition here (JSON, rewritten after each one)")
+    ap.add_argument("--budget-s", type=float, default=None,
+                    help="start no repetition after this many seconds (the table says so)")
     args = ap.parse_args()
     install = find_install()
     if install is None:
@@ -115,11 +118,16 @@ def main_bench() -> None:
         c = start(EngineSettings(port=0, threads=args.threads, spec=args.spec, extra=change)
                   ) if "slow" in wanted else None
         for rep in range(args.reps):
+            if args.budget_s is not None and time.monotonic() - t0 > args.budget_s:
+                print(f"budget: stopped before repetition {rep + 1}", file=sys.stderr)
+                break
             for name, other in (("same", b), ("slow", c)):
                 if other is None:
                     continue
                 r = ab(a, other, cal, store)
                 rows[name].append(r)
+                if args.out:
+                    Path(args.out).write_text(json.dumps({"rows": rows}, indent=1))
                 print(f"rep {rep + 1} {name}: {r['verdict']} after {r['pairs']} pairs, "
                       f"{r['seconds']:.1f} s, decode {r['rel']:+.3f}"
                       if r["rel"] is not None else
@@ -134,7 +142,7 @@ def main_bench() -> None:
         print(table(s_same, s_slow))
     else:
         print(json.dumps(s_same or s_slow, indent=1))
-    print(f"\n{args.reps} repetitions per scenario, {time.monotonic() - t0:.0f} s in all; "
+    print(f"\n{len(rows['same'] or rows['slow'])} repetitions per scenario, {time.monotonic() - t0:.0f} s in all; "
           f"real llama.cpp {install.engine_version or ''}, -t {args.threads or server.default_threads()}, spec {args.spec}, change "
           f"`{args.change}`; 96-token trials; targets: NO_CHANGE within {WITHIN_PAIRS} pairs, "
           f"REGRESSION within {WITHIN_S:.0f} s.")
