@@ -53,7 +53,6 @@ _MEAN_LEN_END = re.compile(r"mean len =\s*\d+\.\d\d$")
 _FAST_TIME = re.compile(
     r"\s*(\d+)\.(\d\d)\.(\d\d\d)\.(\d\d\d) [IWEDT] slot print_timing: "
     r"id\s+(\d+)\s*\|\s*task\s+(\d+)\s*\|\s*" + _TIME.pattern)
-_NOT_TIME = ("llama_perf", "stop processing", "draft acceptance", "#gen drafts")
 # The draft, statistics and release lines as llama.cpp writes them, each read in one match
 # anchored at both ends from its row's own patterns (numbers only where a row allows any
 # text, so nothing another branch looks for can be inside); any other shape takes the
@@ -115,11 +114,6 @@ Record = LTime | LDraft | LStats | LRelease
 
 
 def parse(text: str, clock: Clock, counts: ParseCounts) -> Record | Unparsed | None:
-    f = _FAST_TIME.match(text)
-    if f is not None and "llama_perf" not in text and "stop processing" not in text and \
-            "draft acceptance" not in text and "#gen drafts" not in text:  # _NOT_TIME
-        g = f.groups()
-        return LTime((int(g[4]), int(g[5])), g[6], float(g[7]), int(g[8]), _elapsed(g))
     if "llama_perf" in text:  # context-level perf print at exit, not a request
         return None
     if "stop processing" in text:
@@ -159,6 +153,10 @@ def parse(text: str, clock: Clock, counts: ParseCounts) -> Record | Unparsed | N
         return LStats(d["impl"], int(float(d["#gen drafts"])), int(float(d["#gen tokens"])),
                       int(float(d["#acc tokens"])), elapsed_s(text),
                       float(d["mal"]) if "mal" in d else None)
+    f = _FAST_TIME.match(text)  # a timing line (none of the words above in it)
+    if f is not None:
+        g = f.groups()
+        return LTime((int(g[4]), int(g[5])), g[6], float(g[7]), int(g[8]), _elapsed(g))
     slot = _slot_of(text)
     t = _TIME.search(text)
     if t is None:
