@@ -13,10 +13,10 @@ import statistics
 from pathlib import Path
 
 import pytest
-from test_triage_support import store_run, trial
+from test_triage_support import process_fingerprint, store_run, trial
 
 from decodescope.cli.main import main
-from decodescope.fingerprint.stack import Fingerprint, Item
+from decodescope.fingerprint.stack import Item
 from decodescope.sim import SimConfig, SimServer
 from decodescope.store.connect import open_store
 from decodescope.verdict import process_spread as ps
@@ -38,18 +38,7 @@ T0 = 1_790_000_000.0
 
 
 def fp(start: float | None = T0, pid: int = 4242, port: int = 8181) -> dict:
-    cmd = ["llama-server", "-m", "gemma.gguf", "--port", str(port), "-t", "2"]
-    proc = {"cmdline": Item.ok(cmd), "pid": Item.ok(pid)}
-    if start is not None:
-        proc["create_time"] = Item.ok({"epoch": start, "iso": "x"})
-    return Fingerprint(taken_at="2026-12-06T06:00:00+00:00", url=f"http://127.0.0.1:{port}",
-                       sections={
-                           "host": {"hostname": Item.ok("box-1")},
-                           "endpoint": {"engine": Item.ok("llamacpp"),
-                                        "engine_version": Item.ok("b1"),
-                                        "models": Item.ok(["gemma"])},
-                           "process": proc,
-                       }).to_dict()
+    return process_fingerprint(start, pid=pid, port=port)
 
 
 # -- the estimate ------------------------------------------------------------------------------

@@ -9,10 +9,9 @@ import json
 import random
 
 import pytest
-from test_triage_support import store_run, trial
+from test_triage_support import process_fingerprint, store_run, trial
 
 from decodescope.cli.main import main
-from decodescope.fingerprint.stack import Fingerprint, Item
 from decodescope.report import history as render
 from decodescope.store.connect import open_store
 from decodescope.verdict import history as hi
@@ -29,16 +28,7 @@ LATE = (1.0, 1.005, 0.997, 1.003, 0.998, 1.002, 1.004, 0.996)  # warm: ± 0.5 %
 
 
 def fp(start: float | None, draft: int = 8) -> dict:
-    cmd = ["llama-server", "-m", "gemma.gguf", "--port", "8181", "--draft-max", str(draft)]
-    proc = {"cmdline": Item.ok(cmd), "pid": Item.ok(4242)}
-    if start is not None:
-        proc["create_time"] = Item.ok({"epoch": start, "iso": "x"})
-    return Fingerprint(taken_at="2026-12-02T06:00:00+00:00", url="http://127.0.0.1:8181",
-                       sections={"host": {"hostname": Item.ok("box-1")},
-                                 "endpoint": {"engine": Item.ok("llamacpp"),
-                                              "engine_version": Item.ok("b1"),
-                                              "models": Item.ok(["gemma"])},
-                                 "process": proc}).to_dict()
+    return process_fingerprint(start, flags=("--draft-max", str(draft)))
 
 
 @pytest.fixture

@@ -37,7 +37,7 @@ pytestmark = [
     pytest.mark.skipif(PROMETHEUS is None, reason="Prometheus is not installed (Debian package "
                        "`prometheus`; ./dev test installs it with apt-get)"),
 ]
-PHASE_S = 30.0  # real seconds of load per phase
+PHASE_S = 20.0  # real seconds of load per phase (10 windows of LOG_INTERVAL_S each)
 LOG_INTERVAL_S = 2.0  # the simulator's log interval = the query step: the same windows
 SCRAPE = "500ms"
 

@@ -8,10 +8,9 @@ import random
 import statistics
 
 import pytest
-from test_triage_support import store_run, trial
+from test_triage_support import process_fingerprint, store_run, trial
 
 from decodescope.cli.main import main
-from decodescope.fingerprint.stack import Fingerprint, Item
 from decodescope.store import runs as sr
 from decodescope.store.connect import open_store
 from decodescope.verdict import run_spread as rs
@@ -24,18 +23,7 @@ T0 = 1_790_000_000.0  # the server's process start (epoch)
 
 
 def fp(start: float | None = T0, pid: int = 4242) -> dict:
-    cmd = ["llama-server", "-m", "gemma.gguf", "--port", "8181", "-t", "2"]
-    proc = {"cmdline": Item.ok(cmd), "pid": Item.ok(pid)}
-    if start is not None:
-        proc["create_time"] = Item.ok({"epoch": start, "iso": "x"})
-    return Fingerprint(taken_at="2026-12-02T06:00:00+00:00", url="http://127.0.0.1:8181",
-                       sections={
-                           "host": {"hostname": Item.ok("box-1")},
-                           "endpoint": {"engine": Item.ok("llamacpp"),
-                                        "engine_version": Item.ok("b1"),
-                                        "models": Item.ok(["gemma"])},
-                           "process": proc,
-                       }).to_dict()
+    return process_fingerprint(start, pid=pid)
 
 
 @pytest.fixture

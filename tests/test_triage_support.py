@@ -106,3 +106,21 @@ def fingerprint(threads: int, version: str = "b1-0c1e570") -> dict[str, Any]:
         "process": {"cmdline": Item.ok(cmd)},
     })
     return fp.to_dict()
+
+
+def process_fingerprint(start: float | None, *, pid: int = 4242, port: int = 8181,
+                        flags: tuple[str, ...] = ("-t", "2")) -> dict[str, Any]:
+    """A stored fingerprint of one llama-server process on host box-1: its launch (`flags`
+    after the model and port), pid and process start (`start`, epoch; None: not collected)."""
+    from decodescope.fingerprint.stack import Fingerprint, Item
+
+    cmd = ["llama-server", "-m", "gemma.gguf", "--port", str(port), *flags]
+    proc = {"cmdline": Item.ok(cmd), "pid": Item.ok(pid)}
+    if start is not None:
+        proc["create_time"] = Item.ok({"epoch": start, "iso": "x"})
+    return Fingerprint(taken_at="2026-12-02T06:00:00+00:00", url=f"http://127.0.0.1:{port}",
+                       sections={"host": {"hostname": Item.ok("box-1")},
+                                 "endpoint": {"engine": Item.ok("llamacpp"),
+                                              "engine_version": Item.ok("b1"),
+                                              "models": Item.ok(["gemma"])},
+                                 "process": proc}).to_dict()
