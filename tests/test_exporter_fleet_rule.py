@@ -121,8 +121,11 @@ def test_the_exporter_serves_environment_and_the_fleet_gauges(tmp_path: Path):
 def test_a_round_over_simulators_moving_together_raises_no_alarm_but_the_one_beyond(
         tmp_path: Path, capsys):
     """Five simulators, each anchored from five stored runs (the spread learned); then four of
-    them restarted 20 % slower (the whole fleet moved: the environment) and one 60 % slower
-    (beyond the fleet): one alarm, four ENVIRONMENT."""
+    them restarted 30 % slower (the whole fleet moved: the environment) and one 60 % slower
+    (beyond the fleet): one alarm, and none among the four. What always holds under a loaded
+    host: each of the four is ENVIRONMENT (moved with the fleet) or, where its own three trials
+    did not put the move beyond noise, INCONCLUSIVE — never an alarm — and at least two of them
+    moved with the one beyond (the rule's ≥ half of five checks), so the rule is exercised."""
     store = str(tmp_path / "runs.sqlite")
     rates = [40.0, 40.0, 40.0, 40.0, 40.0]
     sims = [SimServer(SimConfig(time_scale=0.1, seed=10 + i, step_rate_hz=r)).start_in_thread()
@@ -143,7 +146,7 @@ def test_a_round_over_simulators_moving_together_raises_no_alarm_but_the_one_bey
         for s in sims:
             s.stop()
         sims = [SimServer(SimConfig(time_scale=0.1, seed=10 + i, port=p,
-                                    step_rate_hz=40.0 * (0.4 if i == 4 else 0.8))
+                                    step_rate_hz=40.0 * (0.4 if i == 4 else 0.7))
                           ).start_in_thread() for i, p in enumerate(ports)]
         cfg = parse_config({"exporter": {"listen": "127.0.0.1:0", "store": store}, "check": [
             {"name": f"ep{i}", "baseline": f"a{i}", "url": s.url, "trials": 3, "scrape": False,
@@ -157,7 +160,9 @@ def test_a_round_over_simulators_moving_together_raises_no_alarm_but_the_one_bey
             s.stop()
     got = {n: (o.verdict if o else None) for n, o in shown.items()}
     assert got["ep4"] in ("BELOW_FLOOR", "BELOW_BAND"), (got, log)
-    assert all(got[f"ep{i}"] == ENVIRONMENT for i in range(4)), (got, log)
+    four = [got[f"ep{i}"] for i in range(4)]
+    assert all(v in (ENVIRONMENT, "INCONCLUSIVE") for v in four), (got, log)
+    assert four.count(ENVIRONMENT) >= 2, (got, log)
     f = exp.fleet_finding()
     assert f.direction == "down" and f.beyond == ("ep4",), f.text()
     # each check's stored run went through the change-point detector (one run labelled
