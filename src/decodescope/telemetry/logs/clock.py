@@ -9,7 +9,9 @@ engine printed them (and like the user types `--since 23:30`), converted to epoc
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import datetime, timezone
+from typing import Any
 
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -52,8 +54,12 @@ def elapsed_s(text: str) -> float | None:
     m = ELAPSED_RE.match(text)
     if m is None:
         return None
-    mins, secs, ms, us = m.groups()
-    return int(mins) * 60 + int(secs) + int(ms) / 1e3 + int(us) / 1e6
+    return elapsed_of(m.groups())
+
+
+def elapsed_of(g: Sequence[str | Any]) -> float:
+    """Seconds of an ELAPSED_RE match's four groups (minutes, seconds, ms, µs), first in `g`."""
+    return int(g[0]) * 60 + int(g[1]) + int(g[2]) / 1e3 + int(g[3]) / 1e6
 
 
 class Clock:

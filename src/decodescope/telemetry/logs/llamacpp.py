@@ -29,11 +29,11 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from decodescope.records.window import EngineWindow
 from decodescope.telemetry.logs import formats as F
-from decodescope.telemetry.logs.clock import Clock, elapsed_s
+from decodescope.telemetry.logs.clock import ELAPSED_RE, Clock, elapsed_of, elapsed_s
 from decodescope.telemetry.logs.drafting import MISSING, UNDECIDED, Drafting
 from decodescope.telemetry.logs.parse_counts import ParseCounts, Unparsed
 
@@ -50,15 +50,13 @@ _MEAN_LEN_END = re.compile(r"mean len =\s*\d+\.\d\d$")
 # The timing lines as `print_timing` writes them (3 of a request's ~6 lines), read in one
 # match: the elapsed stamp, the slot and the timing row's own pattern (nothing before the slot
 # or the time can hold another); any other shape takes the general path.
-_FAST_TIME = re.compile(
-    r"\s*(\d+)\.(\d\d)\.(\d\d\d)\.(\d\d\d) [IWEDT] slot print_timing: "
-    r"id\s+(\d+)\s*\|\s*task\s+(\d+)\s*\|\s*" + _TIME.pattern)
 # The draft, statistics and release lines as llama.cpp writes them, each read in one match
 # anchored at both ends from its row's own patterns (numbers only where a row allows any
 # text, so nothing another branch looks for can be inside); any other shape takes the
 # general path, which gives the same record.
-_STAMP = r"\s*(\d+)\.(\d\d)\.(\d\d\d)\.(\d\d\d) [IWEDT] "
-_AT_SLOT = r"id\s+(\d+)\s*\|\s*task\s+(\d+)\s*\|\s*"
+_STAMP = ELAPSED_RE.pattern.removeprefix("^")  # the elapsed stamp: groups 1-4
+_AT_SLOT = _SLOT_AT.pattern + r"\s*\|\s*"  # the slot: groups 5-6
+_FAST_TIME = re.compile(_STAMP + r"slot print_timing: " + _AT_SLOT + _TIME.pattern)
 _DRAFT = F.LLAMACPP_DRAFT.patterns
 _FAST_DRAFT = re.compile(
     _STAMP + r"slot print_timing: " + _AT_SLOT + _DRAFT["draft"].pattern
@@ -120,7 +118,7 @@ def parse(text: str, clock: Clock, counts: ParseCounts) -> Record | Unparsed | N
         f = _FAST_RELEASE.match(text)
         if f is not None:
             g = f.groups()
-            return LRelease((int(g[4]), int(g[5])), _elapsed(g))
+            return LRelease((int(g[4]), int(g[5])), elapsed_of(g))
         return LRelease(_slot_of(text), elapsed_s(text))
     if "draft acceptance" in text:
         f = _FAST_DRAFT.match(text)
@@ -130,7 +128,7 @@ def parse(text: str, clock: Clock, counts: ParseCounts) -> Record | Unparsed | N
             return LDraft((int(g[4]), int(g[5])), int(g[_D_ACC]), int(g[_D_GEN]),
                           float(mal) if mal is not None else None,
                           (_floats(per_pos) if per_pos is not None else None) or None,
-                          _elapsed(g))
+                          elapsed_of(g))
         slot = _slot_of(text)
         d = F.groups(F.LLAMACPP_DRAFT, text)
         if d is None:
@@ -145,7 +143,7 @@ def parse(text: str, clock: Clock, counts: ParseCounts) -> Record | Unparsed | N
             g = f.groups()
             mal = g[_S_MAL]
             return LStats(g[4], int(float(g[_S_GEN_DRAFTS])), int(float(g[_S_GEN_TOKENS])),
-                          int(float(g[_S_ACC_TOKENS])), _elapsed(g),
+                          int(float(g[_S_ACC_TOKENS])), elapsed_of(g),
                           float(mal) if mal is not None else None)
         d = F.groups(F.LLAMACPP_STATISTICS, text)
         if d is None:
@@ -156,18 +154,13 @@ def parse(text: str, clock: Clock, counts: ParseCounts) -> Record | Unparsed | N
     f = _FAST_TIME.match(text)  # a timing line (none of the words above in it)
     if f is not None:
         g = f.groups()
-        return LTime((int(g[4]), int(g[5])), g[6], float(g[7]), int(g[8]), _elapsed(g))
+        return LTime((int(g[4]), int(g[5])), g[6], float(g[7]), int(g[8]), elapsed_of(g))
     slot = _slot_of(text)
     t = _TIME.search(text)
     if t is None:
         return Unparsed("llamacpp.timing")
     return LTime(slot, t.group("kind"), float(t.group("ms")), int(t.group("tokens")),
                  elapsed_s(text))
-
-
-def _elapsed(g: tuple[str | Any, ...]) -> float:
-    """elapsed_s of a _FAST_* match's first four groups (minutes, seconds, ms, µs)."""
-    return int(g[0]) * 60 + int(g[1]) + int(g[2]) / 1e3 + int(g[3]) / 1e6
 
 
 def _slot_of(text: str) -> tuple[int, int] | None:
