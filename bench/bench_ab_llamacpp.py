@@ -66,8 +66,8 @@ material_seed = 7
 blocks = 2
 task = "Rewrite the code above exactly, keeping every line, and add the comment `# reviewed` at the top."
 [output]
-max_tokens = 96
-min_tokens = 96
+max_tokens = {tokens}
+min_tokens = {tokens}
 ignore_eos = true
 steady_state_start = 16
 [sampling]
@@ -88,6 +88,8 @@ def main_bench() -> None:
                     help="extra llama-server arguments of the changed server C")
     ap.add_argument("--scenarios", default="same,slow",
                     help="which scenarios to run: same, slow or both")
+    ap.add_argument("--tokens", type=int, default=96,
+                    help="tokens per trial (the caliber's max = min tokens)")
     ap.add_argument("--out", default=None,
                     help="write every repetition here (JSON, rewritten after each one)")
     ap.add_argument("--budget-s", type=float, default=None,
@@ -103,7 +105,7 @@ def main_bench() -> None:
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="bench-ab-llamacpp-") as tmp, ExitStack() as stack:
         cal = str(Path(tmp) / "short.toml")
-        Path(cal).write_text(CALIBER)
+        Path(cal).write_text(CALIBER.replace("{tokens}", str(args.tokens)))
         store = str(Path(tmp) / "runs.sqlite")
         state = Path(tmp) / "engines"
 
@@ -144,7 +146,7 @@ def main_bench() -> None:
         print(json.dumps(s_same or s_slow, indent=1))
     print(f"\n{len(rows['same'] or rows['slow'])} repetitions per scenario, {time.monotonic() - t0:.0f} s in all; "
           f"real llama.cpp {install.engine_version or ''}, -t {args.threads or server.default_threads()}, spec {args.spec}, change "
-          f"`{args.change}`; 96-token trials; targets: NO_CHANGE within {WITHIN_PAIRS} pairs, "
+          f"`{args.change}`; {args.tokens}-token trials; targets: NO_CHANGE within {WITHIN_PAIRS} pairs, "
           f"REGRESSION within {WITHIN_S:.0f} s.")
 
 

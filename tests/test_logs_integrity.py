@@ -224,6 +224,45 @@ def test_llamacpp_block_pasted_twice_is_read_once_and_the_copy_memory_stays_boun
     assert len(lr._recent) == DUP_RECENT
 
 
+def test_llamacpp_copies_at_the_newest_stamp_and_at_an_older_one_are_both_read_once(
+        tmp_path: Path):
+    """The elapsed stamp counts up: a block pasted right after itself (its lines at the newest
+    stamp) and one pasted after a later request (an older stamp) are both copies; a server
+    restarted in the same log (its stamps from 0 again) gives new requests, never copies."""
+    from decodescope.telemetry.logs.clock import Clock
+    from decodescope.telemetry.logs.lines import DUP_RECENT, LineReader
+    from decodescope.telemetry.logs.reader import read_lines
+
+    def block(task: int) -> str:
+        return "\n".join(_llama_block(task, 40, 20, 30, 10, stats_last=False,
+                                      mal_line=True)) + "\n"
+
+    once = tmp_path / "once.log"
+    once.write_text(block(1) + block(2))
+    pasted = tmp_path / "pasted.log"
+    pasted.write_text(block(1) + block(1) + block(2) + block(1))
+    c1, c2 = ParseCounts(), ParseCounts()
+    assert _windows(pasted, c2) == _windows(once, c1)
+    per_block = c1.lines_parsed // 2
+    assert c2.duplicates == 2 * per_block and c2.lines_parsed == c1.lines_parsed
+    restarted = tmp_path / "restarted.log"
+    restarted.write_text(block(1) + block(2) + block(1).replace("task 1 ", "task 9 ")
+                         .replace("0.11.000.001 ", "0.05.000.001 "))
+    c3 = ParseCounts()
+    assert len(_windows(restarted, c3)) == 3 and c3.duplicates == 0
+    # many records at one stamp: what is remembered of them stays bounded
+    one_stamp = tmp_path / "one_stamp.log"
+    one_stamp.write_text("".join(
+        "\n".join(ln.replace(f"0.{10 + t:02d}.000.{t:03d} ", "0.50.000.000 ")
+                  for ln in _llama_block(t, 40, 20, 30, 10 + t, stats_last=False,
+                                         mal_line=True)) + "\n" for t in range(1, 41)))
+    c = ParseCounts()
+    lr = LineReader("llamacpp", Clock(2026), c)
+    n = sum(len(lr.feed(raw)) for raw in read_lines(str(one_stamp), lr.keywords, c))
+    assert n + len(lr.flush()) == 40 and c.duplicates == 0
+    assert len(lr._at_newest) <= DUP_RECENT
+
+
 def _llama_block(task: int, n: int, acc: int, gen: int, drafts: int, *, stats_last: bool,
                  mal_line: bool) -> list[str]:
     e = f"0.{10 + task:02d}.000.{task:03d} I "

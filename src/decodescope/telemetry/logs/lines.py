@@ -9,6 +9,7 @@ given); never dropped silently. Stamps going backwards are counted (ParseCounts.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -148,6 +149,8 @@ class LineReader:
         self.tail = [False]
         self.growing = False
         self._prev: Any = None  # the record before (llama.cpp copies: no clock to compare)
+        self._newest_te = -math.inf  # llama.cpp: the newest elapsed stamp, its records
+        self._at_newest: list[Any] = []
 
     def _new_assembler(self, e: _Engine) -> _Assembler:
         asm = e.assembler(self.counts)
@@ -175,9 +178,22 @@ class LineReader:
                     return True
                 te = rec.t_elapsed_s
                 if te is not None:
-                    for t0, r0 in recent:
-                        if t0 == te and type(r0) is kind and _same_record(r0, rec):
-                            return True
+                    # The stamp counts up from the server's start: a line past the newest
+                    # stamp is no copy, and one at it can only copy a line at it (the
+                    # records at the newest stamp, at most DUP_RECENT of them).
+                    if te == self._newest_te:
+                        at = self._at_newest
+                        for r0 in at:
+                            if type(r0) is kind and _same_record(r0, rec):
+                                return True
+                        if len(at) < DUP_RECENT:
+                            at.append(rec)
+                    elif te > self._newest_te:
+                        self._newest_te, self._at_newest = te, [rec]
+                    else:
+                        for t0, r0 in recent:
+                            if t0 == te and type(r0) is kind and _same_record(r0, rec):
+                                return True
                     recent.append((te, rec))
             return False  # no clock: two equal lines may be two equal requests
         i = -1
