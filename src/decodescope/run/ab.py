@@ -25,11 +25,14 @@ import math
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from contextlib import ExitStack
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from decodescope.analysis.run_result import RETAKEN
 from decodescope.caliber.conformance import check_request
+from decodescope.engines.launch import LaunchCommand, Launched, launched
 from decodescope.errors import UsageError
 from decodescope.probe import client as cl
 from decodescope.probe.load_shape import RequestBodies
@@ -69,6 +72,7 @@ class Side:
     retaken_idx: dict[str, list[int]] = field(default_factory=dict)  # reason -> trials stored
     # as "retaken"
     pending_findings: list[Finding] = field(default_factory=list)  # of re-taken trials
+    server: dict[str, Any] | None = None  # the process of this start (--launch): pid, port
 
 
 @dataclass
@@ -83,10 +87,28 @@ class ABOutcome:
     seconds: float
     retaken: list[Retake] = field(default_factory=list)
     arms: tuple[Arm, Arm] = (Arm("A"), Arm("B"))
+    pair_log_ratios: list[float] = field(default_factory=list)  # every pair's, in order
+    # --launch: per start, its fresh processes and its pairs' mean (the test's unit)
+    starts: list[dict[str, Any]] = field(default_factory=list)
+    fingerprints: tuple[dict[str, Any] | None, dict[str, Any] | None] = (None, None)
 
     @property
     def last(self) -> Look | None:
         return self.looks[-1] if self.looks else None
+
+
+@dataclass(frozen=True)
+class Launch:
+    """`ab --launch-a CMD --launch-b CMD`: the A/B starts both servers itself, afresh for each
+    start, and takes `pairs_per_start` pairs between each start's two processes; the test's
+    unit is a start's mean pair log ratio, so the level difference of two processes of one
+    launch (the between-process spread) is in the units' spread, not a bias no pairs remove."""
+
+    commands: tuple[LaunchCommand, LaunchCommand]
+    pairs_per_start: int
+    ready_timeout_s: float
+    log_dir: Path
+    scrape: bool = True  # each start's processes' /metrics, like a probe's
 
 
 Progress = Callable[[int, str, Look | None], None]  # (pairs so far, order, look or None)
@@ -102,18 +124,45 @@ def run_ab(a: ProbeSettings, b: ProbeSettings, store: Store, design: Design, *,
            labels: dict[str, str] | None = None, scrape: bool = True,
            fingerprints: tuple[dict[str, Any] | None, dict[str, Any] | None] = (None, None),
            progress: Progress | None = None,
-           on_created: Callable[[int, int], None] | None = None) -> ABOutcome:
+           on_created: Callable[[int, int], None] | None = None,
+           launch: Launch | None = None,
+           fingerprint: Callable[[ProbeSettings], dict[str, Any] | None] | None = None
+           ) -> ABOutcome:
+    """The A/B of two endpoints (a.url, b.url), or with `launch` of two launch commands that
+    it starts afresh for each start (the URLs are then theirs; `fingerprint` reads each side's
+    stack on the first start; each start's processes are scraped while they serve)."""
     if not (a.caliber.load.classic and b.caliber.load.classic):
         raise UsageError("an A/B alternates single trials: the caliber must be a closed-loop "
                          "one (no --request-rate / --num-requests / --duration)",
                          where="ab", remedy="Use a caliber without a load shape")
-    sides = []
-    for name, s in zip(SIDES, (a, b), strict=True):
-        info, model, prompt = prepare(s)
-        sides.append(Side(name, s, info, model, prompt, stall_floor=design.min_effect))
+    with ExitStack() as servers:
+        first: list[Launched] = []
+        if launch is not None:
+            first = _start_both(launch, servers, 0)
+            a, b = replace(a, url=first[0].url), replace(b, url=first[1].url)
+            launch = replace(launch, scrape=scrape)
+            scrape = False  # per start, by _pairs: each process is scraped while it serves
+            if fingerprint is not None:
+                fingerprints = (fingerprint(a), fingerprint(b))
+        sides = []
+        for name, s in zip(SIDES, (a, b), strict=True):
+            info, model, prompt = prepare(s)
+            sides.append(Side(name, s, info, model, prompt, stall_floor=design.min_effect))
+        for sd, srv in zip(sides, first, strict=False):
+            sd.server = _server_of(srv)
+        return _run(sides, store, design, labels, scrape, fingerprints, progress, on_created,
+                    launch, servers)
+
+
+def _run(sides: list[Side], store: Store, design: Design, labels: dict[str, str] | None,
+         scrape: bool, fingerprints: tuple[dict[str, Any] | None, dict[str, Any] | None],
+         progress: Progress | None, on_created: Callable[[int, int], None] | None,
+         launch: Launch | None, servers: ExitStack) -> ABOutcome:
     session = time.strftime("%Y%m%dT%H%M%S")
     for sd, f, other in zip(sides, fingerprints, ("B", "A"), strict=True):
         cal = sd.settings.caliber
+        started = ({"launch": launch.commands[SIDES.index(sd.name)].shown(),
+                    "pairs_per_start": launch.pairs_per_start} if launch is not None else {})
         sd.run_id = store_runs.create_run(
             store, url=runner._safe_url(sd.settings.url), model=sd.model, engine=sd.info.kind,
             caliber=cal.to_dict(), caliber_ref=cal.ref, caliber_identity=cal.identity,
@@ -123,7 +172,7 @@ def run_ab(a: ProbeSettings, b: ProbeSettings, store: Store, design: Design, *,
                   "trials": design.max_pairs, "concurrency": cal.concurrency,
                   "warmup": sd.settings.warmup, "seed_schedule": runner.seed_schedule(cal),
                   "ab": {"session": session, "side": sd.name, "other_side": other,
-                         "design": design.describe()}})
+                         "design": design.describe(), **started}})
     if on_created is not None:
         on_created(sides[0].run_id, sides[1].run_id)
     if scrape:
@@ -137,11 +186,12 @@ def run_ab(a: ProbeSettings, b: ProbeSettings, store: Store, design: Design, *,
             ob.start()
     status = "running"
     t0 = time.monotonic()
-    out = ABOutcome(sides[0].run_id, sides[1].run_id, [], [], [], design, "max pairs", 0.0)
+    out = ABOutcome(sides[0].run_id, sides[1].run_id, [], [], [], design, "max pairs", 0.0,
+                    fingerprints=fingerprints)
     gc.collect()
     gc.freeze()
     try:
-        asyncio.run(_pairs(sides, store, design, out, progress))
+        asyncio.run(_pairs(sides, store, design, out, progress, launch, servers))
         status = "complete"
     except KeyboardInterrupt:
         status = "interrupted"
@@ -178,59 +228,153 @@ def arm_of(sd: Side, flags: list[Flag]) -> Arm:
                if missed else None, contamination=cont)
 
 
+@dataclass
+class _Budget:
+    retakes: int
+    attempt: int = 0
+
+
+class _Stop:
+    """_pair's answer when a cause persisted on an arm: the arms decide (out.arms)."""
+
+
+STOP = _Stop()
+
+
 async def _pairs(sides: list[Side], store: Store, design: Design, out: ABOutcome,
-                 progress: Progress | None) -> None:
+                 progress: Progress | None, launch: Launch | None = None,
+                 servers: ExitStack | None = None) -> None:
     by = {s.name: s for s in sides}
     conc = max(s.settings.caliber.concurrency for s in sides)
-    budget = retake_budget(design)
-    attempt = 0
+    budget = _Budget(retake_budget(design))
     async with cl.make_client(sides[0].settings.proxy, max_connections=max(8, conc)) as client:
+        if launch is None:
+            while len(out.log_ratios) < design.max_pairs:
+                d = await _pair(client, by, store, budget, out, progress)
+                if isinstance(d, _Stop):
+                    return
+                if d is None:
+                    continue
+                out.log_ratios.append(d)
+                out.pair_log_ratios.append(d)
+                out.orders.append(order_of(budget.attempt - 1))
+                if _looked(out, design, progress, len(out.log_ratios)):
+                    return
+            return
+        assert servers is not None
         while len(out.log_ratios) < design.max_pairs:
-            order = order_of(attempt)
-            attempt += 1
-            flags: dict[str, list[Flag]] = {}
-            for name in order:
-                flags[name] = await _trial(client, by[name], store, retake=budget > 0)
-            pair_no = len(out.log_ratios) + 1
-            blocking = {n: [f for f in fl if f[0] in BLOCKING] for n, fl in flags.items()}
-            done = {n: fl for n, fl in blocking.items()
-                    if fl and any(persisted(by[n], r, budget) for r, _ in fl)}
-            if done:
-                for n, fl in done.items():  # the cause persisted: its re-taken trials are
-                    for reason in {r for r, _ in fl}:  # the arm's evidence, kept as trials
-                        for i in by[n].retaken_idx.get(reason, []):
-                            store_runs.set_trial_status(store, by[n].run_id, i, "ok")
-                    by[n].findings.extend(by[n].pending_findings)
-                arms = [arm_of(by[n], done.get(n, [])) for n in SIDES]
-                out.arms = (arms[0], arms[1])
-                out.stopped = "premise"
+            if out.starts:  # the next start: fresh server processes of both sides
+                servers.close()
+                _point(sides, _start_both(launch, servers, len(out.starts)))
+            _observe(sides, launch)
+            ratios: list[float] = []
+            try:
+                while len(ratios) < launch.pairs_per_start:
+                    d = await _pair(client, by, store, budget, out, progress)
+                    if isinstance(d, _Stop):
+                        return
+                    if d is None:
+                        continue
+                    ratios.append(d)
+                    out.pair_log_ratios.append(d)
+            finally:  # this start's engine numbers go to the runs before its processes end
+                for sd in sides:
+                    runner.store_observed(store, sd.run_id, sd.observers, sd.findings)
+                    sd.observers = []
+            out.starts.append({"start": len(out.starts) + 1, "pairs": len(ratios),
+                               "mean": statistics.fmean(ratios),
+                               **{sd.name: sd.server for sd in sides}})
+            out.log_ratios.append(statistics.fmean(ratios))
+            out.orders.append(order_of(len(out.starts) - 1))
+            if _looked(out, design, progress, len(out.pair_log_ratios)):
                 return
-            if any(flags.values()) and budget > 0:
-                budget -= 1
-                out.retaken += [Retake(pair_no, n, r, d) for n in SIDES
-                                for r, d in flags.get(n, [])]
-                if progress is not None:
-                    named = ", ".join(f"{n} {r}" for n in SIDES for r, _ in flags.get(n, []))
-                    progress(pair_no, f"{order}; re-taken: {named}", None)
-                continue
-            ra, rb = by["A"].rates[-1], by["B"].rates[-1]
-            if ra is None or rb is None or ra <= 0 or rb <= 0:
-                raise UsageError(f"pair {pair_no}: no decode rate on side "
-                                 f"{'A' if not ra else 'B'} (an output too short for its "
-                                 "steady state?)", where="ab",
-                                 remedy="Use a caliber whose output passes its steady-state "
-                                        "start")
-            out.log_ratios.append(math.log(rb) - math.log(ra))
-            out.orders.append(order)
-            lk = step(out.log_ratios, design)
-            if lk is not None:
-                out.looks.append(lk)
-            if progress is not None:
-                progress(len(out.log_ratios), order, lk)
-            if lk is not None and lk.decision != "continue":
-                out.stopped = "decided" if lk.decision in ("change", "equivalent") else \
-                    "max pairs"
-                return
+
+
+def _looked(out: ABOutcome, design: Design, progress: Progress | None, pairs: int) -> bool:
+    """The sequential test after one more unit (a pair, or a start's mean): True when it
+    stops."""
+    lk = step(out.log_ratios, design)
+    if lk is not None:
+        out.looks.append(lk)
+    if progress is not None:
+        progress(pairs, out.orders[-1], lk)
+    if lk is not None and lk.decision != "continue":
+        out.stopped = "decided" if lk.decision in ("change", "equivalent") else "max pairs"
+        return True
+    return False
+
+
+async def _pair(client: Any, by: dict[str, Side], store: Store, budget: _Budget,
+                out: ABOutcome, progress: Progress | None) -> float | _Stop | None:
+    """One pair (A B or B A): its ln(B/A); None when it is re-taken; STOP when a cause
+    persisted on an arm (out.arms say which)."""
+    order = order_of(budget.attempt)
+    budget.attempt += 1
+    flags: dict[str, list[Flag]] = {}
+    for name in order:
+        flags[name] = await _trial(client, by[name], store, retake=budget.retakes > 0)
+    pair_no = len(out.pair_log_ratios) + 1
+    blocking = {n: [f for f in fl if f[0] in BLOCKING] for n, fl in flags.items()}
+    done = {n: fl for n, fl in blocking.items()
+            if fl and any(persisted(by[n], r, budget.retakes) for r, _ in fl)}
+    if done:
+        for n, fl in done.items():  # the cause persisted: its re-taken trials are
+            for reason in {r for r, _ in fl}:  # the arm's evidence, kept as trials
+                for i in by[n].retaken_idx.get(reason, []):
+                    store_runs.set_trial_status(store, by[n].run_id, i, "ok")
+            by[n].findings.extend(by[n].pending_findings)
+        arms = [arm_of(by[n], done.get(n, [])) for n in SIDES]
+        out.arms = (arms[0], arms[1])
+        out.stopped = "premise"
+        return STOP
+    if any(flags.values()) and budget.retakes > 0:
+        budget.retakes -= 1
+        out.retaken += [Retake(pair_no, n, r, d) for n in SIDES for r, d in flags.get(n, [])]
+        if progress is not None:
+            named = ", ".join(f"{n} {r}" for n in SIDES for r, _ in flags.get(n, []))
+            progress(pair_no, f"{order}; re-taken: {named}", None)
+        return None
+    ra, rb = by["A"].rates[-1], by["B"].rates[-1]
+    if ra is None or rb is None or ra <= 0 or rb <= 0:
+        raise UsageError(f"pair {pair_no}: no decode rate on side "
+                         f"{'A' if not ra else 'B'} (an output too short for its "
+                         "steady state?)", where="ab",
+                         remedy="Use a caliber whose output passes its steady-state start")
+    return math.log(rb) - math.log(ra)
+
+
+def _start_both(launch: Launch, servers: ExitStack, index: int) -> list[Launched]:
+    """Fresh server processes of both sides for start `index` (0-based), entered in `servers`
+    (which ends them)."""
+    return [servers.enter_context(launched(cmd, launch.log_dir,
+                                           ready_timeout_s=launch.ready_timeout_s,
+                                           tag=f"start{index + 1}-{cmd.name}"))
+            for cmd in launch.commands]
+
+
+def _point(sides: list[Side], procs: list[Launched]) -> None:
+    """Each side at its new process: its URL, warmed up again before its first trial."""
+    for sd, srv in zip(sides, procs, strict=True):
+        sd.settings = replace(sd.settings, url=srv.url)
+        sd.warm = False
+        sd.server = _server_of(srv)
+
+
+def _observe(sides: list[Side], launch: Launch) -> None:
+    """Scrape each side's new process for this start (its /metrics, from its own start)."""
+    if not launch.scrape:
+        return
+    from decodescope.run.setup import build_observers
+
+    for sd in sides:
+        sd.observers = build_observers(sd.settings, sd.info, log_path=None, scrape=True,
+                                       scrape_interval_s=0.25)
+        for ob in sd.observers:
+            ob.start()
+
+
+def _server_of(srv: Launched) -> dict[str, Any]:
+    return {"pid": srv.pid, "port": srv.port, "ready_s": srv.ready_s}
 
 
 def s_min_effect(sd: Side) -> float:

@@ -271,6 +271,27 @@ def _stop_cause(exc: BaseException) -> dict[str, Any]:
 
 def _finish(store: Store, run_id: int, status: str, observers: list[Observer],
             findings: list[Finding], stop: dict[str, Any] | None = None) -> None:
+    store_observed(store, run_id, observers, findings)
+    run = store_runs.get_run(store, run_id)
+    try:
+        result = analyze_run(run, extra_findings=findings)
+    except Exception as exc:  # a bug: the run is still closed with its status, never left
+        # "running"; it raises unless the run already ends with its own error
+        store_runs.update_run(store, run_id, status="failed" if status == "complete" else status,
+                              meta={**run.meta, "stop": stop or _stop_cause(exc)})
+        if status == "complete":
+            raise
+        return
+    store_runs.update_run(store, run_id, status=status, result=result,
+                          warnings=result.get("findings", []),
+                          **({"meta": {**run.meta, "stop": stop}} if stop else {}))
+
+
+def store_observed(store: Store, run_id: int, observers: list[Observer],
+                   findings: list[Finding]) -> None:
+    """Stop the observers and store what they saw in the run (windows, series, fingerprint
+    parts); their findings join `findings`. A failing observer is a finding, never a lost
+    run."""
     for ob in observers:
         try:
             res = ob.stop()
@@ -288,19 +309,6 @@ def _finish(store: Store, run_id: int, status: str, observers: list[Observer],
             fp = dict(run.fingerprint or {})
             fp.update(res.fingerprint)
             store_runs.update_run(store, run_id, fingerprint=fp)
-    run = store_runs.get_run(store, run_id)
-    try:
-        result = analyze_run(run, extra_findings=findings)
-    except Exception as exc:  # a bug: the run is still closed with its status, never left
-        # "running"; it raises unless the run already ends with its own error
-        store_runs.update_run(store, run_id, status="failed" if status == "complete" else status,
-                              meta={**run.meta, "stop": stop or _stop_cause(exc)})
-        if status == "complete":
-            raise
-        return
-    store_runs.update_run(store, run_id, status=status, result=result,
-                          warnings=result.get("findings", []),
-                          **({"meta": {**run.meta, "stop": stop}} if stop else {}))
 
 
 def _safe_url(url: str) -> str:

@@ -92,6 +92,10 @@ class Design:
     # The ANOVA of the carried τ (MS_between, MS_within, df_between, df_within, n₀): the
     # intervals are then generalized confidence intervals (`gpq_half`); None: not carried so
     process_ms: tuple[float, float, int, int, float] | None = None
+    # What one unit of the test is: "pairs" (a pair of trials, ln(B/A)), or "starts" (`ab
+    # --launch`: a fresh process of each side and its pairs, their mean ln(B/A)); min_pairs,
+    # max_pairs and the looks then count starts
+    unit: Literal["pairs", "starts"] = "pairs"
 
     def __post_init__(self) -> None:
         if not 0.0 < self.alpha < 0.5:
@@ -154,7 +158,7 @@ class Design:
         k = len(self.looks())
         at = ", ".join(map(str, self.looks()))
         ch, eq = self.change_levels(), self.equivalence_levels()
-        return (f"group-sequential, {k} looks (after {at} pairs), Lan–DeMets {self.spending} "
+        return (f"group-sequential, {k} looks (after {at} {self.unit}), Lan–DeMets {self.spending} "
                 f"alpha spending: change intervals at {100 * min(ch):.2f}–{100 * max(ch):.2f} %, "
                 f"equivalence (TOST) intervals at {100 * min(eq):.2f}–{100 * max(eq):.2f} %; "
                 f"false-alarm rate ≤ {self.alpha:.0%} and false 'no change' rate ≤ "
@@ -274,6 +278,7 @@ class Look:
     level: float | None = None  # change interval's confidence level
     eq_level: float | None = None
     serial: float | None = None  # lag-1 autocorrelation of the pairs that widened the intervals
+    unit: str = "pairs"  # what `pairs` counts (Design.unit)
 
     @property
     def rel(self) -> float:
@@ -293,7 +298,7 @@ class Look:
 
     def describe(self) -> str:
         return (f"{pct(self.rel)} (interval {pct(self.rel_lo)} … {pct(self.rel_hi)}) after "
-                f"{self.pairs} pairs")
+                f"{self.pairs} {self.unit}")
 
     def describe_eq(self) -> str:
         if self.eq_lo is None or self.eq_hi is None:
@@ -336,7 +341,7 @@ def look(log_ratios: Sequence[float], design: Design, *, final: bool = False) ->
         # not ruled out: never NO_CHANGE
     else:
         decision = "undecided"
-    return Look(n, m, sd, lo, hi, decision, eq_lo, eq_hi, lev, eq_lev, rho or None)
+    return Look(n, m, sd, lo, hi, decision, eq_lo, eq_hi, lev, eq_lev, rho or None, design.unit)
 
 
 def serial_rho(log_ratios: Sequence[float]) -> float:
@@ -480,6 +485,8 @@ class ABVerdict:
     next_step: str | None = None
     premise: str | None = None  # the rule before the statistics that decided, when one did
     processes: Any | None = None  # process_spread.Processes: one server process or two, τ
+    pair_log_ratios: tuple[float, ...] = ()  # every pair's (with --launch: log_ratios are starts)
+    starts: tuple[dict[str, Any], ...] = ()  # --launch: each start's processes and mean
 
     @property
     def exit_code(self) -> int:
@@ -491,7 +498,9 @@ class ABVerdict:
         return {
             "verdict": self.kind, "cause": self.cause, "exit_code": self.exit_code,
             "headline": self.headline, "lines": list(self.lines),
-            "pairs": len(self.log_ratios), "stopped": self.stopped,
+            "pairs": len(self.pair_log_ratios or self.log_ratios), "unit": self.design.unit,
+            "starts": list(self.starts), "pair_log_ratios": list(self.pair_log_ratios),
+            "stopped": self.stopped,
             "method": self.design.describe(), "design": asdict(self.design),
             "look": self.look.to_dict() if self.look else None,
             "looks": [x.to_dict() for x in self.looks],
@@ -541,7 +550,9 @@ def ab_verdict(log_ratios: Sequence[float], orders: Sequence[str], looks: Sequen
                fingerprints: tuple[dict[str, Any] | None, dict[str, Any] | None],
                runs_verdict: Any | None, seconds: float = 0.0,
                arms: tuple[Arm, Arm] | None = None,
-               retaken: Sequence[Retake] = (), processes: Any | None = None) -> ABVerdict:
+               retaken: Sequence[Retake] = (), processes: Any | None = None,
+               pair_log_ratios: Sequence[float] = (),
+               starts: Sequence[dict[str, Any]] = ()) -> ABVerdict:
     """The A/B's verdict and its words. First the rules before the statistics
     (verdict.decide.premises) on the two arms — a cause that persisted on an arm through the
     re-takes (caliber missed, foreign load) decides as it does in triage; then the paired
@@ -549,7 +560,9 @@ def ab_verdict(log_ratios: Sequence[float], orders: Sequence[str], looks: Sequen
     components (acceptance, step rate) name what carries a decided change by triage's carrier
     rule, and its evidence rows (caliber, fingerprint diff) are shown. `processes`
     (process_spread.Processes): whether A and B are two server processes and the
-    between-process spread carried (design.process_sd); its words are added."""
+    between-process spread carried (design.process_sd); its words are added. With `ab
+    --launch` (design.unit "starts") `log_ratios` are the starts' means, `pair_log_ratios`
+    every pair and `starts` each start's processes."""
     from decodescope.verdict.decide import premises
     from decodescope.verdict.types import CaliberComparison
 
@@ -591,13 +604,13 @@ def ab_verdict(log_ratios: Sequence[float], orders: Sequence[str], looks: Sequen
             next_step = ("Give the arm what the caliber asks for (for thinking: a reasoning "
                          "parser and a model that honours it), or use a caliber it can meet.")
     elif lk is None:
-        head = (f"INCONCLUSIVE — {n} pair{'s' if n != 1 else ''}: the test looks first after "
-                f"{design.min_pairs} pairs.")
+        head = (f"INCONCLUSIVE — {n} {_units(design, n)}: the test looks first after "
+                f"{design.min_pairs} {design.unit}.")
     elif kind in ("REGRESSION", "IMPROVEMENT"):
         head = (f"{kind} ({cause}) — B is {'slower' if lk.mean < 0 else 'faster'} than A: "
                 f"decode {lk.describe()}, interval at {lev}; decided at a planned look.")
     elif lk.decision == "equivalent":
-        head = (f"NO CHANGE — decode {pct(lk.rel)} after {lk.pairs} pairs, equivalence "
+        head = (f"NO CHANGE — decode {pct(lk.rel)} after {lk.pairs} {design.unit}, equivalence "
                 f"interval {lk.describe_eq()} at {eq_lev} inside ±{design.min_effect:.0%}: a "
                 "change of the minimum effect is ruled out.")
     elif lk.decision == "below_min_effect":
@@ -618,14 +631,24 @@ def ab_verdict(log_ratios: Sequence[float], orders: Sequence[str], looks: Sequen
                 f"change of ≥ {design.min_effect:.0%} nor its absence is shown.")
     order_words = (f"pairs in order {' '.join(orders[:8])}{' …' if len(orders) > 8 else ''}; "
                    if orders else "")
-    lines = [f"Method: {design.describe()}; {order_words}"
-             "statistic: ln(B/A) of each pair's client steady-state decode rates."]
+    if design.unit == "starts":
+        per = {int(x.get("pairs", 0)) for x in starts}
+        lines = [f"Method: {design.describe()}; each start is a fresh server process of each "
+                 f"side ({'/'.join(map(str, sorted(per))) or 'its'} pairs, in order AB, BA, …, "
+                 "warmed up first), stopped after its pairs; statistic: a start's mean ln(B/A) "
+                 "of its pairs' client steady-state decode rates — the level difference of "
+                 "two processes of one launch (the between-process spread) is in the starts' "
+                 f"spread, so the interval carries it ({len(pair_log_ratios)} pairs in all)."]
+    else:
+        lines = [f"Method: {design.describe()}; {order_words}"
+                 "statistic: ln(B/A) of each pair's client steady-state decode rates."]
     if blocked is None and lk is not None and lk.decision == "equivalent" and lk.beyond_noise:
         lines.append(f"A small change is beyond noise: {lk.describe()} (interval at {lev}), "
                      f"inside ±{design.min_effect:.0%} — real, smaller than the minimum effect.")
     if sd is not None:
-        lines.append(f"Pair log-ratio sd {100 * sd:.1f} %"
-                     + (f"; about {hint} pairs give ±{HINT_HALF_WIDTH:.0%} at this sd."
+        lines.append(f"{'Start mean' if design.unit == 'starts' else 'Pair'} log-ratio sd "
+                     f"{100 * sd:.1f} %"
+                     + (f"; about {hint} {design.unit} give ±{HINT_HALF_WIDTH:.0%} at this sd."
                         if hint else "."))
     if lk is not None and lk.serial:
         eff = lk.pairs * (1.0 - lk.serial) / (1.0 + lk.serial)
@@ -633,8 +656,10 @@ def ab_verdict(log_ratios: Sequence[float], orders: Sequence[str], looks: Sequen
                      f"in order (beyond white noise's {1.96 / math.sqrt(lk.pairs):.2f}) — the "
                      "two servers drift apart over minutes; intervals widened "
                      f"×{math.sqrt((1 + lk.serial) / (1 - lk.serial)):.2f} ({eff:.1f} effective "
-                     "pairs). Repeat the A/B over server restarts rather than taking more "
-                     "pairs of these two processes.")
+                     f"{design.unit})."
+                     + (" Repeat the A/B over server restarts rather than taking more pairs "
+                        "of these two processes (`decodescope ab --launch-a … --launch-b …`)."
+                        if design.unit == "pairs" else ""))
     if retaken:
         lines.append(f"Re-taken, not pooled ({len(retaken)}): "
                      + "; ".join(r.describe() for r in retaken[:6])
@@ -642,7 +667,8 @@ def ab_verdict(log_ratios: Sequence[float], orders: Sequence[str], looks: Sequen
     far = far_pairs(log_ratios)
     if far:
         lines.append("Far from the rest, with no engine or trace evidence against them: "
-                     + ", ".join(f"pair {i + 1} ({pct(math.expm1(log_ratios[i]))})"
+                     + ", ".join(f"{_units(design, 1)} {i + 1} "
+                                 f"({pct(math.expm1(log_ratios[i]))})"
                                  for i in far[:6]) + (" …" if len(far) > 6 else "")
                      + " — kept: they widen the interval (which keeps the error rate); a "
                        "pause the trace saw would have been re-taken.")
@@ -654,12 +680,18 @@ def ab_verdict(log_ratios: Sequence[float], orders: Sequence[str], looks: Sequen
     host = same_host(*fingerprints)
     if host is not None:
         lines.append("Shared host: " + SHARED_HOST_MEANING.format(host=host) + ".")
-    ev = ab_evidence(tuple(getattr(runs_verdict, "evidence", ()) or ()), lk, n, lev)
+    ev = ab_evidence(tuple(getattr(runs_verdict, "evidence", ()) or ()), lk, n, lev,
+                     starts=len(starts) if design.unit == "starts" else None)
     return ABVerdict(kind, cause, head, tuple(lines), lk, tuple(looks), tuple(log_ratios),
                      tuple(orders), design, stopped, run_a, run_b, urls, host, fingerprints,
                      ev, hint, seconds, tuple(retaken), next_step,
                      None if blocked is None else f"{blocked.kind} ({blocked.cause})",
-                     processes)
+                     processes, tuple(pair_log_ratios), tuple(starts))
+
+
+def _units(design: Design, n: int) -> str:
+    """The test's unit for n of them ("pair" / "pairs", "start" / "starts")."""
+    return design.unit if n != 1 else design.unit[:-1]
 
 
 def process_lines(p: Any, design: Design) -> list[str]:
@@ -734,17 +766,19 @@ _LOOK_WORDS = {"change": "yes", "equivalent": "no",
 
 
 def ab_evidence(rows: Sequence[EvidenceRow], lk: Look | None, n: int,
-                level: str) -> tuple[EvidenceRow, ...]:
+                level: str, starts: int | None = None) -> tuple[EvidenceRow, ...]:
     """The two runs' evidence rows as the A/B shows them. The decode rate is decided once, by
     the paired client statistic of the headline: the runs' own decode row (an unpaired
     comparison, the engine's number where it has one) would state the same quantity a second
     time with another number, so the A/B's row replaces it. Two servers side by side are not
-    a restart: that row says what they are."""
+    a restart: that row says what they are (with `--launch`, `starts` fresh processes of each
+    side)."""
     out: list[EvidenceRow] = []
     for r in rows:
         if r.check.startswith("decode rate changed?"):
             if lk is None:
-                res = f"undecided: {n} pair{'s' if n != 1 else ''}, before the first look"
+                res = (f"undecided: {n} {'start' if starts is not None else 'pair'}"
+                       f"{'s' if n != 1 else ''}, before the first look")
             else:
                 res = (f"{_LOOK_WORDS.get(lk.decision, 'undecided')}: {lk.describe()}, "
                        f"interval at {level}")
@@ -755,7 +789,10 @@ def ab_evidence(rows: Sequence[EvidenceRow], lk: Look | None, n: int,
                                    status))
         elif r.check.startswith("did the server restart?"):
             out.append(EvidenceRow("two servers?", "yes: A and B are separate server processes "
-                                   "probed in turn (an A/B, not a restart)", "changed"))
+                                   "probed in turn (an A/B, not a restart)"
+                                   + (f"; {starts} start{'s' if starts != 1 else ''}, each a "
+                                      "fresh process of each side (started by decodescope)"
+                                      if starts is not None else ""), "changed"))
         else:
             out.append(r)
     return tuple(out)
@@ -780,17 +817,19 @@ def decide_hint(lk: Look, sd: float, design: Design, hint: int | None) -> tuple[
         lev = design.equivalence_levels()[-1]
     n = pairs_needed(sd, target, design, level=lev) if target > 0.001 else None
     if n is not None:
-        first = (f"about {n} pairs in all at this pair sd ({100 * sd:.1f} %) for an interval "
-                 f"of ±{100 * target:.1f} % that {goal}")
-        step_ = (f"rerun with --max-pairs {max(n, design.max_pairs + 1)} (the same caliber and "
-                 "endpoints)")
+        u, flag = ("starts", "--max-starts") if design.unit == "starts" else ("pairs",
+                                                                             "--max-pairs")
+        first = (f"about {n} {u} in all at this {u[:-1]} sd ({100 * sd:.1f} %) for an "
+                 f"interval of ±{100 * target:.1f} % that {goal}")
+        step_ = (f"rerun with {flag} {max(n, design.max_pairs + 1)} (the same caliber and "
+                 f"{'launch commands' if design.unit == 'starts' else 'endpoints'})")
     else:
-        first = (f"more than {th.MAX_TRIALS_SUGGESTED} pairs at this pair sd "
-                 f"({100 * sd:.1f} %) to decide against the {design.min_effect:.0%} minimum "
-                 "effect")
+        first = (f"more than {th.MAX_TRIALS_SUGGESTED} {design.unit} at this "
+                 f"{design.unit[:-1]} sd ({100 * sd:.1f} %) to decide against the "
+                 f"{design.min_effect:.0%} minimum effect")
         step_ = ("a longer trial: a caliber with more output tokens per trial (its pair sd "
                  "falls), or a quieter host")
-    five = f"; ±{HINT_HALF_WIDTH:.0%} takes about {hint} pairs" if hint else ""
+    five = f"; ±{HINT_HALF_WIDTH:.0%} takes about {hint} {design.unit}" if hint else ""
     return f"What would decide it: {first}{five}.", step_
 
 
@@ -837,10 +876,10 @@ def process_hint(lk: Look, design: Design) -> tuple[str, str]:
             f"interval ±{100 * floor:.1f} % wide: a smaller change cannot be told between two "
             f"processes of this stack on this host. {many[0].upper() + many[1:]} would (each "
             f"side's level then averages that many processes: 2τ²/N).{more}",
-            f"Repeat the A/B over {many}: start both servers afresh each time, run the same "
-            "`decodescope ab` (same caliber), and compare the mean of the changes against "
-            "±minimum effect (its between-process variance is 2τ²/N; decodescope does not "
-            "pool A/Bs itself yet).")
+            f"Let the A/B restart both servers itself over {many}: `decodescope ab "
+            "--launch-a 'CMD_A … {port}' --launch-b 'CMD_B … {port}'` (same caliber) starts a "
+            "fresh process of each side per start and tests the starts' mean changes, which "
+            "carry the between-process spread.")
 
 
 def render_ab(v: ABVerdict) -> str:
@@ -848,7 +887,7 @@ def render_ab(v: ABVerdict) -> str:
     out.append(f"A: run {v.run_a} {v.urls[0] or ''}")
     out.append(f"B: run {v.run_b} {v.urls[1] or ''}")
     if v.looks:
-        out += ["", "Looks (pairs: B vs A, interval):"]
+        out += ["", f"Looks ({v.design.unit}: B vs A, interval):"]
         out += [f"  {x.pairs:>3}: {pct(x.rel)} ({pct(x.rel_lo)} … {pct(x.rel_hi)}) → "
                 f"{x.decision}" for x in v.looks]
     if v.evidence:

@@ -46,6 +46,14 @@ AB_ALPHA = 0.05
 AB_MIN_PAIRS = 6
 AB_MAX_PAIRS = 40
 AB_LOOKS = 6
+# `ab --launch-a/--launch-b` restarts both servers itself: each start is a fresh process of
+# each side and AB_PAIRS_PER_START pairs between them; the test's unit is the start's mean
+# ln(B/A), whose spread holds the between-process spread (2τ²) and the pairs' (s²/m). Looks
+# from AB_MIN_STARTS to AB_MAX_STARTS starts (4, 5, 6, 8, 10, 12: at most 36 pairs): a start
+# mean's sd takes a few starts, and at 3 its t quantile (2 df) is too wide to decide.
+AB_PAIRS_PER_START = 3
+AB_MIN_STARTS = 4
+AB_MAX_STARTS = 12
 # Pairs of two server processes are not independent when the processes drift apart over minutes
 # (measured on an H100, llama.cpp CUDA: one process's per-request rate lag-1 correlated 0.74,
 # 50-request medians moving 714–926 tok/s; two identical servers then "differed" by −6 … +14 %
