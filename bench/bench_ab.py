@@ -64,17 +64,35 @@ WITHIN_S = 60.0
 
 
 def ab(a: str, b: str, cal: str, store: str) -> dict[str, Any]:
+    """One `decodescope ab A B` of two running servers."""
+    return _ab([a, b], cal, store)
+
+
+def ab_launch(cmd_a: str, cmd_b: str, cal: str, store: str, *extra: str) -> dict[str, Any]:
+    """One `decodescope ab --launch-a CMD_A --launch-b CMD_B`: fresh servers per start. Its
+    seconds are the command's whole wall time (every server start included), and its pairs
+    every pair it took."""
+    r = _ab(["--launch-a", cmd_a, "--launch-b", cmd_b, *extra], cal, store)
+    r["seconds"] = r["wall_s"]
+    return r
+
+
+def _ab(sides: list[str], cal: str, store: str) -> dict[str, Any]:
     out, err = io.StringIO(), io.StringIO()
     t0 = time.monotonic()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(["ab", a, b, "--caliber", cal, "--store", store, "--no-fingerprint",
+        code = main(["ab", *sides, "--caliber", cal, "--store", store, "--no-fingerprint",
                      "--json"])
     wall = time.monotonic() - t0
+    if not out.getvalue().strip():
+        raise SystemExit(f"ab gave no verdict (exit {code}): {err.getvalue()[-2000:]}")
     v = json.loads(out.getvalue())
     return {"verdict": v["verdict"], "cause": v["cause"], "exit": code, "pairs": v["pairs"],
             "retaken": len(v["retaken"]), "seconds": v["seconds"], "wall_s": wall,
             "rel": v["look"]["rel"] if v["look"] else None,
-            "sd": v["look"]["sd"] if v["look"] else None, "headline": v["headline"]}
+            "sd": v["look"]["sd"] if v["look"] else None, "headline": v["headline"],
+            "unit": v.get("unit", "pairs"), "starts": len(v.get("starts") or []),
+            "log_ratios": v.get("pair_log_ratios") or v.get("log_ratios")}
 
 
 def summarize(rows: list[dict[str, Any]], changed: bool) -> dict[str, Any]:

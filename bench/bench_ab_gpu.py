@@ -178,6 +178,32 @@ def warm_triage(s: Server, runs: list[dict[str, Any]], args: argparse.Namespace)
             "server_notes": [n for n in notes if "Server state" in n or "warm" in n.lower()]}
 
 
+def launch_cmd(args: argparse.Namespace, extra: list[str]) -> str:
+    """A Server's command line with `{port}` where its port goes (`ab --launch-a/-b`)."""
+    cmd = [args.server, "-m", args.model, "-ngl", "99", "--port", "PORT", "--metrics",
+           "-c", "8192", "--chat-template-file", args.template, *SPEC, *extra]
+    return shlex.join(cmd).replace("PORT", "{port}")
+
+
+def launch_reps(args: argparse.Namespace, res: dict[str, Any], name: str, extra_b: list[str],
+                n: int, left: Any, save: Any) -> None:
+    """`ab --launch-a A --launch-b B`: fresh servers for every start of every repetition."""
+    a, b = launch_cmd(args, []), launch_cmd(args, extra_b)
+    for _ in range(n):
+        if left() < 2 * AB_GUARD_S:
+            res["stopped"] = f"budget: {left():.0f} s left before a {name} repetition"
+            return
+        code, v, wall = cli(["ab", "--launch-a", a, "--launch-b", b, "--caliber", args.caliber,
+                             "--store", args.store, "--json"])
+        r = ab_row(v, code, wall)
+        r.update(seconds=wall, unit=v.get("unit"), starts=len(v.get("starts") or []),
+                 start_means=v.get("log_ratios"), log_ratios=v.get("pair_log_ratios"))
+        res["rows"][name].append(r)
+        save()
+        print(f"{name} {len(res['rows'][name])}: {r['verdict']} after {r['starts']} starts, "
+              f"{r['pairs']} pairs, {wall:.1f} s, rel {r['rel']}", file=sys.stderr, flush=True)
+
+
 def ab_rep(a: Server, b: Server, args: argparse.Namespace) -> dict[str, Any]:
     code, v, wall = cli(["ab", a.url, b.url, "--caliber", args.caliber, "--store", args.store,
                          "--json"])
@@ -290,6 +316,18 @@ def run(args: argparse.Namespace) -> None:
             res["slow_server"] = best[1].name
         return best[1] if best is not None else None
 
+    if args.launch:  # every repetition starts its own servers, afresh per start
+        try:
+            for name, n, extra in (("same", args.same, []),
+                                   ("slow", args.slow, shlex.split(args.slow_args.split(";")[0]))):
+                if n:
+                    launch_reps(args, res, name, extra, n, left, save)
+        finally:
+            with contextlib.suppress(OSError):
+                shutil.copy(args.store, out / f"runs_{args.tag}.sqlite")
+            res["elapsed_s"] = time.monotonic() - t0
+            save()
+        return
     servers: list[Server] = []
     try:
         # The between-process spread of A's stack: fresh processes of A's launch, one after the
@@ -479,6 +517,9 @@ def main_bench() -> None:
                    help="B's extra launch flags for the change; several ';'-separated: each "
                         "screened, the one nearest −5 %% kept")
     r.add_argument("--tau-runs", type=int, default=3, help="probe runs of each of them")
+    r.add_argument("--launch", action="store_true",
+                   help="`ab --launch-a/--launch-b`: fresh servers per start (the first of "
+                        "--slow-args is B's change)")
     r.add_argument("--budget-s", type=float, default=540)
     r.add_argument("--tag", default="1")
     r.add_argument("--out", required=True)

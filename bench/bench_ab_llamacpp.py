@@ -45,7 +45,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_ab import WITHIN_PAIRS, WITHIN_S, ab, summarize, table  # noqa: E402
+from bench_ab import WITHIN_PAIRS, WITHIN_S, ab, ab_launch, summarize, table  # noqa: E402
 
 from decodescope.engines import server  # noqa: E402
 from decodescope.engines.install import find_install  # noqa: E402
@@ -77,6 +77,15 @@ seed = 7
 """
 
 
+def launch_command(install: Any, template: Path, settings: EngineSettings) -> str:
+    """The llama-server command line of `settings` with `{port}` where its port goes (for
+    `ab --launch-a/--launch-b`)."""
+    argv = server.build_args(install.binary, install.model, template, settings, 0)
+    i = argv.index("--port")
+    argv[i + 1] = "{port}"
+    return shlex.join(argv).replace("'{port}'", "{port}")
+
+
 def main_bench() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=20, help="repetitions per scenario")
@@ -90,6 +99,12 @@ def main_bench() -> None:
                     help="which scenarios to run: same, slow or both")
     ap.add_argument("--tokens", type=int, default=96,
                     help="tokens per trial (the caliber's max = min tokens)")
+    ap.add_argument("--launch", action="store_true",
+                    help="`ab --launch-a/--launch-b`: fresh servers for every start of every "
+                         "repetition (the unit is a start's mean change) instead of three "
+                         "servers kept running")
+    ap.add_argument("--pairs-per-start", type=int, default=None,
+                    help="with --launch: pairs per start (default: ab's)")
     ap.add_argument("--out", default=None,
                     help="write every repetition here (JSON, rewritten after each one)")
     ap.add_argument("--budget-s", type=float, default=None,
@@ -115,10 +130,20 @@ def main_bench() -> None:
             print(f"started {' '.join(eng.cmdline[1:])}", file=sys.stderr)
             return eng.url
 
-        a = start(base)
-        b = start(base) if "same" in wanted else None
-        c = start(EngineSettings(port=0, threads=args.threads, spec=args.spec, extra=change)
-                  ) if "slow" in wanted else None
+        if args.launch:
+            template = server.write_template(Path(tmp))
+            a = launch_command(install, template, base)
+            b = a if "same" in wanted else None
+            c = launch_command(install, template, EngineSettings(
+                port=0, threads=args.threads, spec=args.spec, extra=change)
+            ) if "slow" in wanted else None
+            extra = (["--pairs-per-start", str(args.pairs_per_start)]
+                     if args.pairs_per_start else [])
+        else:
+            a = start(base)
+            b = start(base) if "same" in wanted else None
+            c = start(EngineSettings(port=0, threads=args.threads, spec=args.spec, extra=change)
+                      ) if "slow" in wanted else None
         for rep in range(args.reps):
             if args.budget_s is not None and time.monotonic() - t0 > args.budget_s:
                 print(f"budget: stopped before repetition {rep + 1}", file=sys.stderr)
@@ -126,7 +151,8 @@ def main_bench() -> None:
             for name, other in (("same", b), ("slow", c)):
                 if other is None:
                     continue
-                r = ab(a, other, cal, store)
+                r = (ab_launch(a, other, cal, store, *extra) if args.launch
+                     else ab(a, other, cal, store))
                 rows[name].append(r)
                 if args.out:
                     Path(args.out).write_text(json.dumps({"rows": rows}, indent=1))
@@ -146,7 +172,8 @@ def main_bench() -> None:
         print(json.dumps(s_same or s_slow, indent=1))
     print(f"\n{len(rows['same'] or rows['slow'])} repetitions per scenario, {time.monotonic() - t0:.0f} s in all; "
           f"real llama.cpp {install.engine_version or ''}, -t {args.threads or server.default_threads()}, spec {args.spec}, change "
-          f"`{args.change}`; {args.tokens}-token trials; targets: NO_CHANGE within {WITHIN_PAIRS} pairs, "
+          f"`{args.change}`; {args.tokens}-token trials"
+          f"{'; ab --launch (fresh servers per start, seconds include the starts)' if args.launch else ''}; targets: NO_CHANGE within {WITHIN_PAIRS} pairs, "
           f"REGRESSION within {WITHIN_S:.0f} s.")
 
 

@@ -15,7 +15,7 @@ import contextlib
 import shlex
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,32 +78,42 @@ class Launched:
 
 
 @contextlib.contextmanager
-def launched(cmd: LaunchCommand, log_dir: Path, *, ready_timeout_s: float,
-             tag: str) -> Iterator[Launched]:
-    """Start `cmd` on a free loopback port, wait until it answers, yield it, then end its
-    process group (SIGTERM, SIGKILL after STOP_GRACE_S), also when the caller fails."""
-    port = process.free_port()
-    argv = cmd.argv(port)
-    log_path = log_dir / f"{tag}.log"
+def launched(cmds: Sequence[LaunchCommand], log_dir: Path, *, ready_timeout_s: float,
+             tag: str) -> Iterator[list[Launched]]:
+    """Start every command on a free loopback port of its own (all at once: they load side by
+    side), wait until each answers, yield them in order, then end their process groups
+    (SIGTERM, SIGKILL after STOP_GRACE_S), also when the caller or a start fails."""
     t0 = time.monotonic()
-    with open(log_path, "wb") as log:
-        try:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
-        except OSError as exc:
-            raise UsageError(f"side {cmd.name}'s launch command could not start: "
-                             f"{exc.strerror or exc}", where=f"--launch-{cmd.name.lower()}",
-                             remedy="Check the program's name and path (no shell runs it: "
-                                    "wrap a pipeline in `sh -c '…'`)") from None
-    url = f"http://{process.HOST}:{port}"
+    procs: list[tuple[LaunchCommand, subprocess.Popen[bytes], int, Path]] = []
     try:
-        _wait_ready(proc, url, cmd, log_path, ready_timeout_s)
-        yield Launched(cmd.name, proc.pid, port, url, log_path,
-                       round(time.monotonic() - t0, 2))
+        for cmd in cmds:
+            port = process.free_port()
+            log_path = log_dir / f"{tag}-{cmd.name}.log"
+            with open(log_path, "wb") as log:
+                try:
+                    proc = subprocess.Popen(cmd.argv(port), stdin=subprocess.DEVNULL,
+                                            stdout=log, stderr=subprocess.STDOUT,
+                                            start_new_session=True)
+                except OSError as exc:
+                    raise UsageError(f"side {cmd.name}'s launch command could not start: "
+                                     f"{exc.strerror or exc}",
+                                     where=f"--launch-{cmd.name.lower()}",
+                                     remedy="Check the program's name and path (no shell runs "
+                                            "it: wrap a pipeline in `sh -c '…'`)") from None
+            procs.append((cmd, proc, port, log_path))
+        out = []
+        for cmd, proc, port, log_path in procs:
+            url = f"http://{process.HOST}:{port}"
+            _wait_ready(proc, url, cmd, log_path, max(1.0, t0 + ready_timeout_s
+                                                       - time.monotonic()))
+            out.append(Launched(cmd.name, proc.pid, port, url, log_path,
+                                round(time.monotonic() - t0, 2)))
+        yield out
     finally:
-        terminate_tree(proc.pid, STOP_GRACE_S)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=STOP_GRACE_S)
+        for _, proc, _, _ in procs:
+            terminate_tree(proc.pid, STOP_GRACE_S)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=STOP_GRACE_S)
 
 
 def _wait_ready(proc: subprocess.Popen[bytes], url: str, cmd: LaunchCommand, log_path: Path,

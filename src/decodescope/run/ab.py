@@ -346,10 +346,9 @@ async def _pair(client: Any, by: dict[str, Side], store: Store, budget: _Budget,
 def _start_both(launch: Launch, servers: ExitStack, index: int) -> list[Launched]:
     """Fresh server processes of both sides for start `index` (0-based), entered in `servers`
     (which ends them)."""
-    return [servers.enter_context(launched(cmd, launch.log_dir,
-                                           ready_timeout_s=launch.ready_timeout_s,
-                                           tag=f"start{index + 1}-{cmd.name}"))
-            for cmd in launch.commands]
+    return servers.enter_context(launched(launch.commands, launch.log_dir,
+                                          ready_timeout_s=launch.ready_timeout_s,
+                                          tag=f"start{index + 1}"))
 
 
 def _point(sides: list[Side], procs: list[Launched]) -> None:
