@@ -13,6 +13,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from test_ab import SHORT
 
 from decodescope.cli.main import main
 from decodescope.engines.launch import LaunchCommand
@@ -21,29 +22,6 @@ from decodescope.verdict.paired_test import Design, ab_verdict, render_ab, run_s
 
 pytestmark = pytest.mark.timeout(300)
 
-SHORT = """name = "ab-launch-test"
-version = 1
-description = "short greedy rewrite"
-task_class = "rewrite"
-thinking = false
-endpoint = "chat"
-concurrency = 1
-[prompt]
-content_class = "code"
-material = "code"
-material_seed = 7
-blocks = 1
-task = "Rewrite the code above exactly."
-[output]
-max_tokens = 64
-min_tokens = 64
-ignore_eos = true
-steady_state_start = 16
-[sampling]
-temperature = 0.0
-top_p = 1.0
-seed = 7
-"""
 
 
 def _sim(*extra: str) -> str:

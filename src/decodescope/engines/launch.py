@@ -19,19 +19,16 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
-
-from decodescope.edge import MODELS, side_request
+from decodescope.edge import MODELS
 from decodescope.engines import process
-from decodescope.engines.server import _log_hint, terminate_tree
-from decodescope.errors import DecodescopeError, EngineError, UsageError
+from decodescope.engines.server import _log_hint, terminate_tree, wait_answering
+from decodescope.errors import EngineError, UsageError
 from decodescope.redact import redact_cmdline
 
 PORT_FIELD = "{port}"
 READY_PATH = MODELS.path
 DEFAULT_READY_TIMEOUT_S = 600.0  # a big model loads in minutes
 STOP_GRACE_S = 15.0
-_POLL_S = 0.2
 
 
 @dataclass(frozen=True)
@@ -118,26 +115,15 @@ def launched(cmds: Sequence[LaunchCommand], log_dir: Path, *, ready_timeout_s: f
 
 def _wait_ready(proc: subprocess.Popen[bytes], url: str, cmd: LaunchCommand, log_path: Path,
                 timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    last = "no answer"
+    answered, last = wait_answering(proc, url, MODELS, timeout_s)
+    if answered:
+        return
     where = f"side {cmd.name}'s server ({cmd.shown()}), log {log_path}"
-    with httpx.Client(trust_env=False, timeout=2.0) as client:
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise EngineError(f"side {cmd.name}'s server exited with code {proc.returncode} "
-                                  f"before it answered: {_log_hint(log_path)}", where=where,
-                                  remedy="Run the command by hand and read its output; it "
-                                         f"must listen on {process.HOST}:{PORT_FIELD}")
-            try:  # bounded: whatever holds the port may answer anything
-                resp = side_request(client, "GET", url, MODELS, deadline_s=2.0)
-                if resp.status == 200:
-                    return
-                last = f"HTTP {resp.status}"
-            except httpx.TransportError as exc:
-                last = type(exc).__name__
-            except DecodescopeError as exc:
-                last = exc.cause
-            time.sleep(_POLL_S)
+    if proc.poll() is not None:
+        raise EngineError(f"side {cmd.name}'s server exited with code {proc.returncode} "
+                          f"before it answered: {_log_hint(log_path)}", where=where,
+                          remedy="Run the command by hand and read its output; it must "
+                                 f"listen on {process.HOST}:{PORT_FIELD}")
     raise EngineError(f"side {cmd.name}'s server did not answer GET {READY_PATH} with 200 "
                       f"within {timeout_s:g} s (last: {last})", where=where,
                       remedy="Read its log; raise --ready-timeout for a model that loads "

@@ -24,7 +24,7 @@ from typing import Literal
 import httpx
 import psutil
 
-from decodescope.edge import HEALTH, side_request
+from decodescope.edge import HEALTH, SideEndpoint, side_request
 from decodescope.engines import process, state
 from decodescope.engines.install import EngineInstall, require_install
 from decodescope.engines.state import RunningEngine
@@ -299,41 +299,53 @@ def _check_port_free(directory: Path, port: int) -> None:
 
 def _wait_healthy(proc: subprocess.Popen[bytes], engine: RunningEngine, timeout_s: float,
                   name: str = "llama-server") -> None:
+    answered, last = wait_answering(proc, engine.url, HEALTH, timeout_s)
+    if answered:
+        return
+    if proc.poll() is not None:
+        if proc.returncode == -signal.SIGILL:
+            raise EngineError(
+                f"{name} died of an illegal instruction (SIGILL) while starting: it "
+                "uses CPU instructions this machine cannot run",
+                where=str(engine.log_path),
+                remedy="rebuild it on this machine: `decodescope engine install --force` "
+                       "(a binary built elsewhere, or copied with --from-build, may "
+                       "target another CPU)",
+            )
+        raise EngineError(
+            f"{name} exited with code {proc.returncode} while starting: "
+            f"{_log_hint(engine.log_path)}",
+            where=str(engine.log_path),
+            remedy="read the log; an unknown flag in --extra or a busy port are usual causes",
+        )
+    raise EngineError(
+        f"{name} was not healthy after {timeout_s:g} s (last: {last})",
+        where=str(engine.log_path),
+        remedy="read the log; raise the timeout with --timeout on a slow machine",
+    )
+
+
+def wait_answering(proc: subprocess.Popen[bytes], url: str, endpoint: SideEndpoint,
+                   timeout_s: float) -> tuple[bool, str]:
+    """Poll GET `endpoint` of a starting server until it answers 200: (True, ""); or until
+    the process exits or `timeout_s` passes: (False, the last answer or error)."""
     deadline = time.monotonic() + timeout_s
     last = "no answer"
     with httpx.Client(trust_env=False, timeout=2.0) as client:
         while time.monotonic() < deadline:
             if proc.poll() is not None:
-                if proc.returncode == -signal.SIGILL:
-                    raise EngineError(
-                        f"{name} died of an illegal instruction (SIGILL) while starting: it "
-                        "uses CPU instructions this machine cannot run",
-                        where=str(engine.log_path),
-                        remedy="rebuild it on this machine: `decodescope engine install --force` "
-                               "(a binary built elsewhere, or copied with --from-build, may "
-                               "target another CPU)",
-                    )
-                raise EngineError(
-                    f"{name} exited with code {proc.returncode} while starting: "
-                    f"{_log_hint(engine.log_path)}",
-                    where=str(engine.log_path),
-                    remedy="read the log; an unknown flag in --extra or a busy port are usual causes",
-                )
+                return False, f"exited with code {proc.returncode}"
             try:  # bounded: whatever holds the port may answer anything
-                resp = side_request(client, "GET", engine.url, HEALTH, deadline_s=2.0)
+                resp = side_request(client, "GET", url, endpoint, deadline_s=2.0)
                 if resp.status == 200:
-                    return
+                    return True, ""
                 last = f"HTTP {resp.status}"
             except httpx.TransportError as exc:
                 last = type(exc).__name__
             except DecodescopeError as exc:
                 last = exc.cause
             time.sleep(_POLL_S)
-    raise EngineError(
-        f"{name} was not healthy after {timeout_s:g} s (last: {last})",
-        where=str(engine.log_path),
-        remedy="read the log; raise the timeout with --timeout on a slow machine",
-    )
+    return False, last
 
 
 def _log_hint(log: Path) -> str:
