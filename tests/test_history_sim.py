@@ -72,7 +72,12 @@ def test_history_finds_the_restart_under_another_flag(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert len(out["points"]) == 2 * RUNS
     (c,) = out["changes"]
-    assert c["index"] == RUNS, out
+    # The change is at the restart: at its first run, or at the run after it when that first
+    # run was set aside as a spike (on a loaded CI host one run's client rate can move by a
+    # third; it failed once so, at index 7).
+    first_after = out["points"][RUNS]["key"]
+    assert c["index"] == RUNS or (c["index"] == RUNS + 1 and first_after in out["spikes"]), \
+        ([round(p["decode"], 1) for p in out["points"]], out["spikes"], c["index"])
     assert c["word"] == "REGRESSION" and code == 1
     assert c["carried_by"] in ("MAL", "tokens per step")
     named = " ".join(r["result"] + " " + (r["detail"] or "") for r in c["fingerprint_changes"])
