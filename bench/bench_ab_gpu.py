@@ -185,11 +185,15 @@ def launch_cmd(args: argparse.Namespace, extra: list[str]) -> str:
     return shlex.join(cmd).replace("PORT", "{port}")
 
 
-def launch_reps(args: argparse.Namespace, res: dict[str, Any], name: str, extra_b: list[str],
-                n: int, left: Any, save: Any) -> None:
-    """`ab --launch-a A --launch-b B`: fresh servers for every start of every repetition."""
-    a, b = launch_cmd(args, []), launch_cmd(args, extra_b)
-    for _ in range(n):
+def launch_reps(args: argparse.Namespace, res: dict[str, Any],
+                plan: list[tuple[str, list[str], int]], left: Any, save: Any) -> None:
+    """`ab --launch-a A --launch-b B`: fresh servers for every start of every repetition. The
+    scenarios (name, B's extra arguments, repetitions) take turns, so a call that runs out of
+    budget still returns some of each."""
+    order = [(name, extra) for k in range(max((n for _, _, n in plan), default=0))
+             for name, extra, n in plan if k < n]
+    for name, extra_b in order:
+        a, b = launch_cmd(args, []), launch_cmd(args, extra_b)
         if left() < 2 * AB_GUARD_S:
             res["stopped"] = f"budget: {left():.0f} s left before a {name} repetition"
             return
@@ -318,10 +322,9 @@ def run(args: argparse.Namespace) -> None:
 
     if args.launch:  # every repetition starts its own servers, afresh per start
         try:
-            for name, n, extra in (("same", args.same, []),
-                                   ("slow", args.slow, shlex.split(args.slow_args.split(";")[0]))):
-                if n:
-                    launch_reps(args, res, name, extra, n, left, save)
+            launch_reps(args, res, [("same", [], args.same),
+                                    ("slow", shlex.split(args.slow_args.split(";")[0]), args.slow)],
+                        left, save)
         finally:
             with contextlib.suppress(OSError):
                 shutil.copy(args.store, out / f"runs_{args.tag}.sqlite")

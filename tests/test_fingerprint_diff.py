@@ -51,6 +51,18 @@ def test_cmdline_argument_level_difference() -> None:
     assert same["same launch cmdline?"].status == "same"
 
 
+def test_a_launch_on_another_port_is_the_same_launch() -> None:
+    """The listen address is not part of the stack: two servers of one launch command on two
+    ports (a launched A/B's starts, identical servers side by side) have the same cmdline, and
+    the row says the address moved; any other argument still counts."""
+    a = ["llama-server", "-m", "x.gguf", "--port", "8181", "--host", "127.0.0.1"]
+    b = ["llama-server", "-m", "x.gguf", "--port=8182", "--host", "0.0.0.0"]
+    assert cmdline_changes(a, b) == []
+    row = rows(fp(process={"cmdline": a}), fp(process={"cmdline": b}))["same launch cmdline?"]
+    assert row.status == "same" and "apart from the listen address" in row.result, row
+    assert cmdline_changes(a, [*b, "-t", "2"]) == ["+ -t 2"]
+
+
 def test_backend_lines_line_by_line() -> None:
     lines = ["Using 'MARLIN' NvFp4 MoE backend out of potential backends: ['MARLIN']",
              "Using TRITON Unquantized MoE backend out of potential backends: ['TRITON']"]

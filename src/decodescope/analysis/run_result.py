@@ -288,6 +288,8 @@ def _trial_engine(t: dict[str, Any], windows: list[EngineWindow], own: list[Engi
         if p is None and mine:
             t["engine_withheld"] = ("no engine window lies inside this trial's steady state: "
                                     "the engine's windows are coarser than the trial")
+        elif p is None:
+            t["engine_withheld"] = f"no {src} window with a time span in this trial"
     if p is not None and (t.get("stall_time_share") or 0.0) > STALL_SHARE_WITHHOLDS:
         # Whole-request / whole-window engine timings include the pauses the client left out.
         t["engine_withheld"] = (f"stalls took {100 * t['stall_time_share']:.0f}% of this "

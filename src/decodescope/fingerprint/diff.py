@@ -7,6 +7,7 @@ item — no observation, no conclusion.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -22,6 +23,9 @@ START_TIME_TOLERANCE_S = 1.0
 # Throttle reasons that say nothing about a lost tuning (an idle GPU reports gpu_idle).
 IGNORED_REASONS = {"gpu_idle"}
 MAX_SHOWN = 3  # changes named in the one-line result; the rest go to detail
+# Options whose value is an address, not a property of the stack: two launches that differ only
+# there are one stack (a restart on a free port, two identical servers side by side).
+ADDRESS_OPTIONS = ("--port", "--host")
 
 
 def _pair(a: Fingerprint, b: Fingerprint, section: str, name: str
@@ -281,13 +285,32 @@ def parse_cmdline(argv: list[str]) -> tuple[list[str], dict[str, list[str | None
     return positionals, opts
 
 
+def strip_address(argv: Sequence[str]) -> list[str]:
+    """A launch command without its listen address (`--port 8081`, `--port=8081`, `--host`)."""
+    out: list[str] = []
+    skip = False
+    for a in argv:
+        if skip:
+            skip = False
+            continue
+        if a in ADDRESS_OPTIONS:
+            skip = True
+            continue
+        if any(a.startswith(o + "=") for o in ADDRESS_OPTIONS):
+            continue
+        out.append(a)
+    return out
+
+
 def _opt_text(name: str, values: list[str | None]) -> str:
     return "; ".join(name if v is None else f"{name} {v}" for v in values)
 
 
 def cmdline_changes(argv_a: list[str], argv_b: list[str]) -> list[str]:
-    pos_a, opt_a = parse_cmdline(argv_a)
-    pos_b, opt_b = parse_cmdline(argv_b)
+    """What differs between two launch commands, option by option; the listen address
+    (ADDRESS_OPTIONS) is not part of the stack and is left out."""
+    pos_a, opt_a = parse_cmdline(strip_address(argv_a))
+    pos_b, opt_b = parse_cmdline(strip_address(argv_b))
     changes = []
     if pos_a != pos_b:
         changes.append(f"arguments {' '.join(pos_a)} → {' '.join(pos_b)}")
@@ -311,7 +334,9 @@ def _cmdline(a: Fingerprint, b: Fingerprint) -> EvidenceRow:
         return _unknown(check, p)
     changes = cmdline_changes(list(p[0]), list(p[1]))
     if not changes:
-        return EvidenceRow(check, "yes (identical arguments)", "same")
+        moved = [str(x) for x in p[0]] != [str(x) for x in p[1]]
+        return EvidenceRow(check, "yes (identical arguments apart from the listen address)"
+                           if moved else "yes (identical arguments)", "same")
     return EvidenceRow(check, f"no: {_summary(changes)}", "changed", "\n".join(changes))
 
 
@@ -467,4 +492,5 @@ def diff_fingerprints(a: Fingerprint, b: Fingerprint) -> list[EvidenceRow]:
     ]
 
 
-__all__ = ["SM_CLOCK_TOLERANCE", "cmdline_changes", "diff_fingerprints", "parse_cmdline"]
+__all__ = ["ADDRESS_OPTIONS", "SM_CLOCK_TOLERANCE", "cmdline_changes", "diff_fingerprints",
+           "parse_cmdline", "strip_address"]

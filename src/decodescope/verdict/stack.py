@@ -7,14 +7,10 @@ environment. Below run_spread.py, server_state.py and decide.py, which all group
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
+from decodescope.fingerprint.diff import strip_address
 from decodescope.records.stored_run import StoredRun
-
-# Options whose value is an address, not a property of the stack: two launches that differ only
-# there are one stack (a restart on a free port, two identical servers side by side).
-_ADDRESS_OPTIONS = ("--port", "--host")
 
 
 # -- stacks ------------------------------------------------------------------------------------
@@ -23,23 +19,6 @@ def _item(fp: dict[str, Any], section: str, name: str) -> Any:
     if isinstance(it, dict) and it.get("status") == "collected":
         return it.get("value")
     return None
-
-
-def strip_address(argv: Sequence[str]) -> list[str]:
-    """A launch command without its listen address (`--port 8081`, `--port=8081`, `--host`)."""
-    out: list[str] = []
-    skip = False
-    for a in argv:
-        if skip:
-            skip = False
-            continue
-        if a in _ADDRESS_OPTIONS:
-            skip = True
-            continue
-        if any(a.startswith(o + "=") for o in _ADDRESS_OPTIONS):
-            continue
-        out.append(a)
-    return out
 
 
 def stack_key(fp: dict[str, Any] | None) -> tuple[str, ...] | None:
