@@ -164,3 +164,21 @@ def test_the_verdict_of_starts_speaks_of_starts():
     assert "starts" in text and "Looks (starts:" in text
     assert v.to_dict()["pairs"] == 3 * lk.pairs and v.to_dict()["unit"] == "starts"
     assert "Start mean log-ratio sd" in text
+
+
+def test_the_progress_of_starts_counts_starts(tmp_path, capsys):
+    """The looks are over starts, so the progress lines count starts (with the pairs they
+    hold), never pairs alone."""
+    cal = tmp_path / "short.toml"
+    cal.write_text(SHORT)
+    capsys.readouterr()
+    code = main(["ab", "--launch-a", _sim("--step-rate", "40"), "--launch-b",
+                 _sim("--step-rate", "30"), "--pairs-per-start", "2", "--max-starts", "4",
+                 "--looks", "1", "--caliber", str(cal), "--store", str(tmp_path / "s.sqlite"),
+                 "--no-fingerprint"])
+    err = capsys.readouterr().err
+    assert code == 1, err
+    starts = [ln for ln in err.splitlines() if ln.startswith("start ")]
+    assert [ln.split(" (")[0] for ln in starts] == [f"start {k}" for k in range(1, 5)], err
+    assert starts[-1].startswith("start 4 (8 pairs)") and "after 4 starts" in starts[-1], err
+    assert not any(ln.startswith("pair ") and "→" in ln for ln in err.splitlines()), err

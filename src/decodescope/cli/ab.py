@@ -177,10 +177,10 @@ def _processes(store: Any, fps: tuple[dict[str, Any] | None, dict[str, Any] | No
 
 
 def _progress(as_json: bool) -> Any:
-    def progress(n: int, order: str, lk: Look | None) -> None:
+    def progress(taken: str, order: str, lk: Look | None) -> None:
         if not as_json:
             at = f": {lk.describe()} → {lk.decision}" if lk is not None else ""
-            click.echo(f"pair {n} ({order}){at}", err=True)
+            click.echo(f"{taken} ({order}){at}", err=True)
     return progress
 
 

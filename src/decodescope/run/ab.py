@@ -111,7 +111,8 @@ class Launch:
     scrape: bool = True  # each start's processes' /metrics, like a probe's
 
 
-Progress = Callable[[int, str, Look | None], None]  # (pairs so far, order, look or None)
+# (what was taken so far: "pair 7", "start 4 (12 pairs)"; the order; the look or None)
+Progress = Callable[[str, str, Look | None], None]
 
 
 def order_of(pair: int) -> str:
@@ -258,7 +259,7 @@ async def _pairs(sides: list[Side], store: Store, design: Design, out: ABOutcome
                 out.log_ratios.append(d)
                 out.pair_log_ratios.append(d)
                 out.orders.append(order_of(budget.attempt - 1))
-                if _looked(out, design, progress, len(out.log_ratios)):
+                if _looked(out, design, progress, f"pair {len(out.log_ratios)}"):
                     return
             return
         assert servers is not None
@@ -286,18 +287,19 @@ async def _pairs(sides: list[Side], store: Store, design: Design, out: ABOutcome
                                **{sd.name: sd.server for sd in sides}})
             out.log_ratios.append(statistics.fmean(ratios))
             out.orders.append(order_of(len(out.starts) - 1))
-            if _looked(out, design, progress, len(out.pair_log_ratios)):
+            if _looked(out, design, progress, f"start {len(out.starts)} "
+                       f"({len(out.pair_log_ratios)} pairs)"):
                 return
 
 
-def _looked(out: ABOutcome, design: Design, progress: Progress | None, pairs: int) -> bool:
-    """The sequential test after one more unit (a pair, or a start's mean): True when it
-    stops."""
+def _looked(out: ABOutcome, design: Design, progress: Progress | None, taken: str) -> bool:
+    """The sequential test after one more unit (a pair, or a start's mean; `taken` says which,
+    for the progress line): True when it stops."""
     lk = step(out.log_ratios, design)
     if lk is not None:
         out.looks.append(lk)
     if progress is not None:
-        progress(pairs, out.orders[-1], lk)
+        progress(taken, out.orders[-1], lk)
     if lk is not None and lk.decision != "continue":
         out.stopped = "decided" if lk.decision in ("change", "equivalent") else "max pairs"
         return True
@@ -332,7 +334,7 @@ async def _pair(client: Any, by: dict[str, Side], store: Store, budget: _Budget,
         out.retaken += [Retake(pair_no, n, r, d) for n in SIDES for r, d in flags.get(n, [])]
         if progress is not None:
             named = ", ".join(f"{n} {r}" for n in SIDES for r, _ in flags.get(n, []))
-            progress(pair_no, f"{order}; re-taken: {named}", None)
+            progress(f"pair {pair_no}", f"{order}; re-taken: {named}", None)
         return None
     ra, rb = by["A"].rates[-1], by["B"].rates[-1]
     if ra is None or rb is None or ra <= 0 or rb <= 0:
