@@ -47,7 +47,7 @@ from decodescope.store import runs as store_runs
 from decodescope.store.db import Store
 from decodescope.telemetry.detect import EngineInfo
 from decodescope.verdict import thresholds as th
-from decodescope.verdict.paired_test import Arm, Design, Look, Retake, step
+from decodescope.verdict.paired_test import Arm, Design, Look, Retake, start_floor_var, step
 
 SIDES = ("A", "B")
 
@@ -295,7 +295,14 @@ async def _pairs(sides: list[Side], store: Store, design: Design, out: ABOutcome
 def _looked(out: ABOutcome, design: Design, progress: Progress | None, taken: str) -> bool:
     """The sequential test after one more unit (a pair, or a start's mean; `taken` says which,
     for the progress line): True when it stops."""
-    lk = step(out.log_ratios, design)
+    floor = None
+    if out.starts:  # a start mean's variance is at least its own pairs' spread / their count
+        groups, i = [], 0
+        for st in out.starts:
+            groups.append(out.pair_log_ratios[i:i + st["pairs"]])
+            i += st["pairs"]
+        floor = start_floor_var(groups)
+    lk = step(out.log_ratios, design, floor_var=floor)
     if lk is not None:
         out.looks.append(lk)
     if progress is not None:

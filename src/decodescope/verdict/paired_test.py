@@ -163,6 +163,9 @@ class Design:
                 f"equivalence (TOST) intervals at {100 * min(eq):.2f}–{100 * max(eq):.2f} %; "
                 f"false-alarm rate ≤ {self.alpha:.0%} and false 'no change' rate ≤ "
                 f"{self.alpha:.0%} over all looks"
+                + ("; Student t on the starts' mean ln(B/A), their variance at least their "
+                   "pairs' pooled within-start variance / pairs per start"
+                   if self.unit == "starts" else "")
                 + (f"; between-process spread τ {100 * self.process_sd:.1f} % carried "
                    "(var of the mean pair log ratio s²/n + 2τ²"
                    + (", generalized confidence intervals from its ANOVA"
@@ -279,6 +282,9 @@ class Look:
     eq_level: float | None = None
     serial: float | None = None  # lag-1 autocorrelation of the pairs that widened the intervals
     unit: str = "pairs"  # what `pairs` counts (Design.unit)
+    # starts: the starts' sd was below what their own pairs' spread allows (s_w/√m), and that
+    # floor was used instead (start_floor_var)
+    floored: bool = False
 
     @property
     def rel(self) -> float:
@@ -309,13 +315,20 @@ class Look:
         return {**asdict(self), "rel": self.rel, "rel_lo": self.rel_lo, "rel_hi": self.rel_hi}
 
 
-def look(log_ratios: Sequence[float], design: Design, *, final: bool = False) -> Look:
-    """The intervals after these pairs and what they decide."""
+def look(log_ratios: Sequence[float], design: Design, *, final: bool = False,
+         floor_var: float | None = None) -> Look:
+    """The intervals after these pairs (or start means) and what they decide. `floor_var`: a
+    lower bound on one unit's variance known from elsewhere (a start mean's, from its own
+    pairs: start_floor_var); the units' sample variance below it is replaced by it."""
     n = len(log_ratios)
     if n < 2:
         raise ValueError("a look needs at least 2 pairs")
     m = statistics.fmean(log_ratios)
     sd = statistics.stdev(log_ratios)
+    floored = floor_var is not None and sd * sd < floor_var
+    if floored:
+        assert floor_var is not None
+        sd = math.sqrt(floor_var)
     rho = serial_rho(log_ratios)
     n_eff = n * (1.0 - rho) / (1.0 + rho) if rho else float(n)
     df_pairs = max(2, math.floor(n_eff) - 1) if rho else n - 1
@@ -341,7 +354,23 @@ def look(log_ratios: Sequence[float], design: Design, *, final: bool = False) ->
         # not ruled out: never NO_CHANGE
     else:
         decision = "undecided"
-    return Look(n, m, sd, lo, hi, decision, eq_lo, eq_hi, lev, eq_lev, rho or None, design.unit)
+    return Look(n, m, sd, lo, hi, decision, eq_lo, eq_hi, lev, eq_lev, rho or None, design.unit,
+                floored)
+
+
+def start_floor_var(starts: Sequence[Sequence[float]]) -> float | None:
+    """The least variance a start's mean ln(B/A) can have: its pairs' own spread over their
+    count (var = 2τ² + s²/m ≥ s²/m), s² pooled within the starts (n·(m − 1) df, far more than
+    the starts' n − 1). Four start means can sit closer together by chance than their pairs
+    allow (an H100 gave start means of sd 1.2 % from pairs of sd 12.6 %, and an alarm); the
+    floor keeps the t interval from trusting that. None when no start has two pairs."""
+    groups = [list(g) for g in starts if len(g) >= 2]
+    if not groups:
+        return None
+    ss = sum(sum((x - statistics.fmean(g)) ** 2 for x in g) for g in groups)
+    df = sum(len(g) - 1 for g in groups)
+    within = ss / df
+    return within * statistics.fmean(1.0 / len(g) for g in starts if g)
 
 
 def serial_rho(log_ratios: Sequence[float]) -> float:
@@ -361,13 +390,14 @@ def serial_rho(log_ratios: Sequence[float]) -> float:
     return min(rho, th.AB_SERIAL_MAX_RHO)
 
 
-def step(log_ratios: Sequence[float], design: Design) -> Look | None:
-    """What the test says with these pairs so far: None between looks (keep going), else the
-    look at this pair count (its decision "continue" when it does not stop)."""
+def step(log_ratios: Sequence[float], design: Design, *,
+         floor_var: float | None = None) -> Look | None:
+    """What the test says with these pairs (or start means) so far: None between looks (keep
+    going), else the look at this count (its decision "continue" when it does not stop)."""
     n = len(log_ratios)
     if n not in design.looks():
         return None
-    return look(log_ratios, design, final=n >= design.max_pairs)
+    return look(log_ratios, design, final=n >= design.max_pairs, floor_var=floor_var)
 
 
 def run_sequential(log_ratios: Sequence[float], design: Design) -> Look | None:
@@ -378,6 +408,22 @@ def run_sequential(log_ratios: Sequence[float], design: Design) -> Look | None:
         if n > len(log_ratios):
             break
         last = look(log_ratios[:n], design, final=n >= design.max_pairs)
+        if last.decision != "continue":
+            return last
+    return last
+
+
+def run_sequential_starts(starts: Sequence[Sequence[float]], design: Design) -> Look | None:
+    """Replay the test over finished starts (each start's pair log ratios, in order): the
+    look on the start means that stopped it, with each look's floor (start_floor_var) from the
+    starts so far, or the last look reached."""
+    means = [statistics.fmean(g) for g in starts]
+    last = None
+    for n in design.looks():
+        if n > len(means):
+            break
+        last = look(means[:n], design, final=n >= design.max_pairs,
+                    floor_var=start_floor_var(starts[:n]))
         if last.decision != "continue":
             return last
     return last
@@ -650,6 +696,10 @@ def ab_verdict(log_ratios: Sequence[float], orders: Sequence[str], looks: Sequen
                      f"{100 * sd:.1f} %"
                      + (f"; about {hint} {design.unit} give ±{HINT_HALF_WIDTH:.0%} at this sd."
                         if hint else "."))
+    if lk is not None and lk.floored:
+        lines.append("The start means sat closer together than their own pairs allow (a start "
+                     "mean varies at least as its pairs' within-start spread over their count): "
+                     "that floor was used for their sd, never the chance-tight spread.")
     if lk is not None and lk.serial:
         eff = lk.pairs * (1.0 - lk.serial) / (1.0 + lk.serial)
         lines.append(f"Pairs not independent: lag-1 autocorrelation {lk.serial:.2f} of the pairs "
