@@ -215,6 +215,25 @@ def test_fewer_drafted_steps_is_an_acceptance_regression_named_tokens_per_step(s
     assert "tokens per step" in capsys.readouterr().out
 
 
+def _plain_trial(rate: float) -> dict:
+    # no speculative decoding: one token per step, no MAL
+    return {"status": "ok", "decode_rate": rate, "engine_decode_rate": rate,
+            "engine_step_rate": rate, "engine_tokens_per_step": 1.0}
+
+
+def test_mal_is_not_applicable_when_neither_side_drafts(store, capsys):
+    base = store_run(store, CAL, [_plain_trial(40.0 + d) for d in (0, 0.4, -0.4)])
+    cur = store_run(store, CAL, [_plain_trial(30.0 + d) for d in (0, 0.4, -0.4)])
+    code, out = _json(store, cur, base, capsys)
+    assert code == 1 and out["verdict"] == "REGRESSION"
+    row = {r["check"]: r for r in out["evidence"]}["MAL changed?"]
+    assert row["result"].startswith("not applicable: no speculative decoding on either side")
+    assert row["status"] == "same"
+    _triage(store, cur, base)
+    text = capsys.readouterr().out
+    assert "not applicable: no speculative decoding" in text and "needs ≥ 2" not in text
+
+
 def test_report_and_triage_read_one_verdict_under_the_learned_spread(store, capsys, tmp_path):
     """`report` reaches its verdict the way `triage` does (verdict.judge): the same spread
     (here the prior: two lone runs of this stack), so the same verdict, change and notes."""

@@ -8,7 +8,7 @@ from decodescope.records.evidence import EvidenceRow
 from decodescope.verdict import thresholds as th
 from decodescope.verdict.bands import describe
 from decodescope.verdict.decide import spec_state
-from decodescope.verdict.side import Side, coverage_differs, windows_words
+from decodescope.verdict.side import Side, coverage_differs, speculates, windows_words
 from decodescope.verdict.stats import Change
 from decodescope.verdict.types import Context, changed_word, fmt_num
 
@@ -51,6 +51,9 @@ def evidence_rows(ctx: Context) -> list[EvidenceRow]:
         rows.append(EvidenceRow(
             "MAL changed?", f"yes: {_mal_or_one(b, off == 'on')} → {_mal_or_one(c, off == 'off')}"
             f" (speculative decoding {off} on the current side)", "changed"))
+    elif speculates(b) is False and speculates(c) is False:  # MAL exists only with drafts
+        rows.append(EvidenceRow("MAL changed?", "not applicable: no speculative decoding on "
+                                "either side (one token per step)", "same"))
     else:
         rows.append(EvidenceRow("MAL changed?", changed_word(m), _status(m)))  # type: ignore[arg-type]
     tps = ctx.changes.get("tokens_per_step")

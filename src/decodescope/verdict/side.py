@@ -198,21 +198,23 @@ class Side:
         }
 
 
+def speculates(s: Side) -> bool | None:
+    """Whether a side ran with speculative decoding: True / False, None when unknown. A side
+    without speculation has tokens per step (1 by definition) but no MAL."""
+    spec = getattr(s, "speculative", None)
+    if spec is not None:
+        return bool(spec)
+    if s.values("mal"):
+        return True
+    if s.values("tokens_per_step"):
+        return False
+    return None
+
+
 def spec_state(b: Side, c: Side) -> str | None:
     """"off" when the current side ran without speculative decoding and the baseline with it,
-    "on" for the reverse, None when both sides agree (or it is unknown). A side without
-    speculation has tokens per step (1 by definition) but no MAL."""
-    def has_spec(s: Side) -> bool | None:
-        spec = getattr(s, "speculative", None)
-        if spec is not None:
-            return bool(spec)
-        if s.values("mal"):
-            return True
-        if s.values("tokens_per_step"):
-            return False
-        return None
-
-    hb, hc = has_spec(b), has_spec(c)
+    "on" for the reverse, None when both sides agree (or it is unknown)."""
+    hb, hc = speculates(b), speculates(c)
     if hb is True and hc is False:
         return "off"
     if hb is False and hc is True:
