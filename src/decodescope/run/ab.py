@@ -47,7 +47,7 @@ from decodescope.store import runs as store_runs
 from decodescope.store.db import Store
 from decodescope.telemetry.detect import EngineInfo
 from decodescope.verdict import thresholds as th
-from decodescope.verdict.paired_test import Arm, Design, Look, Retake, start_floor_var, step
+from decodescope.verdict.paired_test import Arm, Design, Look, Retake, step, step_starts
 
 SIDES = ("A", "B")
 
@@ -88,8 +88,9 @@ class ABOutcome:
     retaken: list[Retake] = field(default_factory=list)
     arms: tuple[Arm, Arm] = (Arm("A"), Arm("B"))
     pair_log_ratios: list[float] = field(default_factory=list)  # every pair's, in order
-    # --launch: per start, its fresh processes and its pairs' mean (the test's unit)
+    # --launch: per start, its fresh processes and its pairs' mean (the test's unit) ...
     starts: list[dict[str, Any]] = field(default_factory=list)
+    start_pairs: list[list[float]] = field(default_factory=list)  # ... and its pairs
     fingerprints: tuple[dict[str, Any] | None, dict[str, Any] | None] = (None, None)
 
     @property
@@ -285,6 +286,7 @@ async def _pairs(sides: list[Side], store: Store, design: Design, out: ABOutcome
             out.starts.append({"start": len(out.starts) + 1, "pairs": len(ratios),
                                "mean": statistics.fmean(ratios),
                                **{sd.name: sd.server for sd in sides}})
+            out.start_pairs.append(ratios)
             out.log_ratios.append(statistics.fmean(ratios))
             out.orders.append(order_of(len(out.starts) - 1))
             if _looked(out, design, progress, f"start {len(out.starts)} "
@@ -295,14 +297,7 @@ async def _pairs(sides: list[Side], store: Store, design: Design, out: ABOutcome
 def _looked(out: ABOutcome, design: Design, progress: Progress | None, taken: str) -> bool:
     """The sequential test after one more unit (a pair, or a start's mean; `taken` says which,
     for the progress line): True when it stops."""
-    floor = None
-    if out.starts:  # a start mean's variance is at least its own pairs' spread / their count
-        groups, i = [], 0
-        for st in out.starts:
-            groups.append(out.pair_log_ratios[i:i + st["pairs"]])
-            i += st["pairs"]
-        floor = start_floor_var(groups)
-    lk = step(out.log_ratios, design, floor_var=floor)
+    lk = step_starts(out.start_pairs, design) if out.start_pairs else step(out.log_ratios, design)
     if lk is not None:
         out.looks.append(lk)
     if progress is not None:

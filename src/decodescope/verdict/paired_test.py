@@ -413,17 +413,22 @@ def run_sequential(log_ratios: Sequence[float], design: Design) -> Look | None:
     return last
 
 
+def step_starts(starts: Sequence[Sequence[float]], design: Design) -> Look | None:
+    """`step` over starts (each start's pair log ratios, in order): the test on the start
+    means, their variance floored by their own pairs (start_floor_var)."""
+    return step([statistics.fmean(g) for g in starts], design,
+                floor_var=start_floor_var(starts))
+
+
 def run_sequential_starts(starts: Sequence[Sequence[float]], design: Design) -> Look | None:
-    """Replay the test over finished starts (each start's pair log ratios, in order): the
-    look on the start means that stopped it, with each look's floor (start_floor_var) from the
-    starts so far, or the last look reached."""
-    means = [statistics.fmean(g) for g in starts]
+    """Replay the test over finished starts: the look that stopped it, or the last look
+    reached (None when fewer than the first look's starts)."""
     last = None
     for n in design.looks():
-        if n > len(means):
+        if n > len(starts):
             break
-        last = look(means[:n], design, final=n >= design.max_pairs,
-                    floor_var=start_floor_var(starts[:n]))
+        last = step_starts(starts[:n], design)
+        assert last is not None  # n is a planned look
         if last.decision != "continue":
             return last
     return last
