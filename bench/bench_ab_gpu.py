@@ -86,10 +86,12 @@ AB_GUARD_S = 55.0  # an `ab` at the 40-pair maximum took 38–46 s on an H100 (i
 
 
 class Server:
-    def __init__(self, args: argparse.Namespace, name: str, port: int, extra: list[str]):
+    def __init__(self, args: argparse.Namespace, name: str, port: int, extra: list[str],
+                 wrap: list[str] | None = None):
+        """`wrap`: words run before the server's (e.g. `taskset -c 4-7`)."""
         self.name, self.port, self.extra = name, port, extra
         self.url = f"http://127.0.0.1:{port}"
-        self.cmd = [args.server, "-m", args.model, "-ngl", "99", "--port", str(port), "--metrics",
+        self.cmd = [*(wrap or []), args.server, "-m", args.model, "-ngl", "99", "--port", str(port), "--metrics",
                     "-c", "8192", "--chat-template-file", args.template, *SPEC, *extra]
         self.log = Path(args.workdir) / f"server-{name}-{port}.log"
         self.proc = subprocess.Popen(self.cmd, stdout=self.log.open("w"), stderr=subprocess.STDOUT,

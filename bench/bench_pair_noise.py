@@ -23,12 +23,9 @@ Prints a line per trial length; `--out` keeps every trial's numbers (JSON).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
-import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,38 +34,35 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_ab_gpu import cli  # noqa: E402
 from bench_ab_llamacpp import CALIBER  # noqa: E402
 
-from decodescope.cli.main import main  # noqa: E402
+from decodescope.store.connect import open_store  # noqa: E402
+from decodescope.store.runs import get_run  # noqa: E402
 
 PIN = {"A": "4-7", "B": "8-11"}
 
 
-def trials(store: str) -> list[list[dict[str, Any]]]:
-    """Each run's clean trials in order: client rate, engine rate, step-interval figures."""
-    db = sqlite3.connect(store)
-    runs = []
-    for (run_id,) in db.execute("SELECT id FROM runs ORDER BY id"):
-        rows = db.execute("SELECT r.trace_json, t.result_json FROM trials t JOIN requests r "
-                          "ON r.trial_id = t.id WHERE t.run_id = ? AND t.status = 'ok' "
-                          "ORDER BY t.idx", (run_id,)).fetchall()
-        out = []
-        for tj, rj in rows:
-            tr, m = json.loads(tj), json.loads(rj)["requests"][0]
-            ts = tr["chunks"]["t_recv_s"]
-            # a step's tokens arrive together: a gap of over half the mean time per token
-            # between two chunks is a step boundary
-            per_token = (ts[-1] - ts[0]) / max(len(ts) - 1, 1) if ts else 0.0
-            gaps = sorted(b - a for a, b in zip(ts, ts[1:], strict=False)
-                          if b - a > 0.5 * per_token)
-            out.append({"client": m.get("decode_rate"),
-                        "engine": (tr.get("timings") or {}).get("predicted_per_second"),
-                        "steps": len(gaps),
-                        "gap_median_ms": 1e3 * statistics.median(gaps) if gaps else None,
-                        "gap_p90_ms": 1e3 * gaps[int(0.9 * len(gaps))] if gaps else None})
-        runs.append(out)
-    db.close()
-    return runs
+def trials(store_path: str, run_id: int) -> list[dict[str, Any]]:
+    """A run's clean trials in order: client rate, engine rate, step-interval figures."""
+    with open_store(store_path) as st:
+        run = get_run(st, run_id)
+    out = []
+    for t in run.trials:
+        if t.status != "ok" or not t.requests or not t.result:
+            continue
+        tr, m = t.requests[0], t.result["requests"][0]
+        ts = [c.t_recv_s for c in tr.chunks]
+        # a step's tokens arrive together: a gap of over half the mean time per token
+        # between two chunks is a step boundary
+        per_token = (ts[-1] - ts[0]) / max(len(ts) - 1, 1) if ts else 0.0
+        gaps = sorted(b - a for a, b in zip(ts, ts[1:], strict=False) if b - a > 0.5 * per_token)
+        out.append({"client": m.get("decode_rate"),
+                    "engine": (tr.timings or {}).get("predicted_per_second"),
+                    "steps": len(gaps),
+                    "gap_median_ms": 1e3 * statistics.median(gaps) if gaps else None,
+                    "gap_p90_ms": 1e3 * gaps[int(0.9 * len(gaps))] if gaps else None})
+    return out
 
 
 def pair_sd(a: list[dict[str, Any]], b: list[dict[str, Any]], key: str) -> dict[str, Any]:
@@ -95,18 +89,8 @@ def start_servers(args: argparse.Namespace, stack: ExitStack, tmp: Path) -> list
     ns = argparse.Namespace(server=args.server, model=args.model, template=args.template,
                             workdir=str(tmp))
     urls = []
-    real = subprocess.Popen
     for name, port in (("A", 8101), ("B", 8102)):
-        if args.pin:  # Server starts its process with subprocess.Popen: prefix taskset
-
-            def pinned(cmd: list[str], *a: Any, _cpus: str = PIN[name], **k: Any) -> Any:
-                return real(["taskset", "-c", _cpus, *cmd], *a, **k)
-            subprocess.Popen = pinned  # type: ignore[assignment,misc]
-        try:
-            s = Server(ns, name, port, [])
-        finally:
-            if args.pin:
-                subprocess.Popen = real  # type: ignore[misc]
+        s = Server(ns, name, port, [], wrap=["taskset", "-c", PIN[name]] if args.pin else None)
         stack.callback(s.stop)
         urls.append(s.url)
     return urls
@@ -136,11 +120,10 @@ def main_bench() -> None:
             cal, store = tmp / f"c{tok}.toml", str(tmp / f"r{tok}.sqlite")
             cal.write_text(CALIBER.replace("{tokens}", str(tok)))
             t1 = time.monotonic()
-            with contextlib.redirect_stdout(sys.stderr):
-                main(["ab", *urls, "--caliber", str(cal), "--store", store, "--no-fingerprint",
-                      "--min-pairs", str(args.pairs), "--max-pairs", str(args.pairs),
-                      "--looks", "1", "--json"])
-            a, b = trials(store)[:2]
+            _, v, _ = cli(["ab", *urls, "--caliber", str(cal), "--store", store,
+                           "--no-fingerprint", "--min-pairs", str(args.pairs), "--max-pairs",
+                           str(args.pairs), "--looks", "1", "--json"])
+            a, b = trials(store, v["run_a"]), trials(store, v["run_b"])
             row: dict[str, Any] = {"tokens": tok, "wall_s": time.monotonic() - t1,
                    "client": pair_sd(a, b, "client"), "engine": pair_sd(a, b, "engine"),
                    "A": a, "B": b}
