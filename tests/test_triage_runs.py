@@ -229,9 +229,13 @@ def test_mal_is_not_applicable_when_neither_side_drafts(store, capsys):
     row = {r["check"]: r for r in out["evidence"]}["MAL changed?"]
     assert row["result"].startswith("not applicable: no speculative decoding on either side")
     assert row["status"] == "same"
+    content = {r["check"]: r for r in out["evidence"]}["what content do tokens per step imply?"]
+    assert content["result"].startswith("nothing: no speculative decoding on either side")
+    assert not content["detail"]  # no talk of drafted steps where nothing drafts
     _triage(store, cur, base)
     text = capsys.readouterr().out
     assert "not applicable: no speculative decoding" in text and "needs ≥ 2" not in text
+    assert "not every step drafts" not in text
 
 
 def test_report_and_triage_read_one_verdict_under_the_learned_spread(store, capsys, tmp_path):

@@ -30,8 +30,13 @@ def evidence_rows(ctx: Context) -> list[EvidenceRow]:
                         or None)]
     mb, mc = b.typical("mal"), c.typical("mal")
     off = spec_state(b, c)  # one side without speculative decoding: MAL 1 by definition there
+    no_drafts = speculates(b) is False and speculates(c) is False
     if off is not None:
         rows.append(_content_spec_off(ctx, off))
+    elif no_drafts:  # content moves the decode rate only through drafts
+        rows.append(EvidenceRow("what content do tokens per step imply?", "nothing: no "
+                                "speculative decoding on either side (one token per step "
+                                "whatever the content)", "same"))
     elif b.drafts_every_step is False or c.drafts_every_step is False:
         rows.append(_content_from_steps(ctx))
     elif mb is not None or mc is not None:
@@ -51,7 +56,7 @@ def evidence_rows(ctx: Context) -> list[EvidenceRow]:
         rows.append(EvidenceRow(
             "MAL changed?", f"yes: {_mal_or_one(b, off == 'on')} → {_mal_or_one(c, off == 'off')}"
             f" (speculative decoding {off} on the current side)", "changed"))
-    elif speculates(b) is False and speculates(c) is False:  # MAL exists only with drafts
+    elif no_drafts:  # MAL exists only with drafts
         rows.append(EvidenceRow("MAL changed?", "not applicable: no speculative decoding on "
                                 "either side (one token per step)", "same"))
     else:
