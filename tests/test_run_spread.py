@@ -121,6 +121,23 @@ def test_triage_says_which_spread_it_used(store, capsys):
     assert any("2.5 % (--run-spread)" in n for n in out["notes"])
 
 
+def test_a_shared_prior_is_not_called_one_stack(store, capsys):
+    # `-t 2` against `-t 1`, one run each: both sides get the prior, an equal record on two
+    # stacks; the note says it is the same for both sides, never "one stack".
+    (base,) = add_runs(store, (60.0,), fingerprint=fp(threads=2))
+    (cur,) = add_runs(store, (57.0,), fingerprint=fp(threads=1))
+    code, out = _triage_json(store, cur, base, capsys)
+    line = next(n for n in out["notes"] if n.startswith("Between-run term"))
+    assert "conservative prior" in line and "(the same for both sides)" in line
+    assert "one stack" not in line
+    decide = next(n for n in out["notes"] if n.startswith("What would decide it as separate"))
+    assert "this stack" not in decide
+    # the same two levels, both on one stack with its runs learned: "one stack" again
+    ids = add_runs(store, LEVELS, fingerprint=fp(threads=4))
+    code, out = _triage_json(store, ids[1], ids[0], capsys)
+    assert any(n.startswith("Between-run term") and "one stack" in n for n in out["notes"])
+
+
 def test_triage_with_too_few_runs_uses_the_prior_and_says_what_would_decide(store, capsys):
     base, cur = add_runs(store, (60.0, 57.0), fingerprint=fp())
     code, out = _triage_json(store, cur, base, capsys)

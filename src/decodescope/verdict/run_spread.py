@@ -270,10 +270,18 @@ def combine_sides(b: RunSpread, c: RunSpread, runs_b: int = 1,
 HINT_HALF_WIDTH = 0.05  # "N runs / N A/B pairs for ±5 %": the user's question, "slower by 5 %?"
 
 
+def one_stack(b: RunSpread, c: RunSpread) -> bool:
+    """Both sides' spreads were learned from the runs of one stack. Equal records alone do not
+    say so: the prior, the declared default and an override are the same for two stacks."""
+    return b == c and b.source == "learned" and b.stack is not None
+
+
 def spread_lines(b: RunSpread, c: RunSpread) -> list[str]:
     """The spread behind the comparison, in words (one line when both sides share it)."""
-    if b == c:
+    if one_stack(b, c):
         return [f"Between-run term: {b.text()} (both sides: one stack)."]
+    if b == c:
+        return [f"Between-run term: {b.text()} (the same for both sides)."]
     return [f"Between-run term, baseline: {b.text()}.", f"Between-run term, current: {c.text()}."]
 
 
@@ -304,7 +312,8 @@ def decide_lines(verdict: Any, b: RunSpread, c: RunSpread) -> list[str]:
         else:
             more = f" ({k - have} more each)" if k > have else ""
             parts.append(f"{k} runs per side{more} of {n} trials for ±{hw:.0%}")
-    basis = "this stack's spread" if b == c else "the two stacks' spreads"
+    basis = ("this stack's spread" if one_stack(b, c) else "the spread both sides share"
+             if b == c else "the two sides' spreads")
     if b.source == "prior" or c.source == "prior":
         basis = "the prior spread (learned spreads are usually smaller: measure them with " \
                 "`decodescope spread`)"
