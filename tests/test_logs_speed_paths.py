@@ -2,8 +2,10 @@
 
 Each shortcut is checked against the computation it replaces, written out plainly here:
 the overlap count of llama.cpp requests (stops early while the kept requests are in end
-order), the NaN-aware record comparison of the duplicate check (skips equal items), and the
-plain-number path of SGLang fields.
+order), the NaN-aware record comparison of the duplicate check (skips equal items; plain
+equality for llama.cpp records, which hold NaN only in a draft line's per-position rates),
+the elapsed stamp's looked-up milliseconds and microseconds, the per-position rates read by
+one `map`, and the plain-number path of SGLang fields.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import pytest
 
 from decodescope.telemetry.logs import analyze_log, lines, llamacpp, sglang
 from decodescope.telemetry.logs.accumulate import OVERLAP_KEPT, LogAccumulator
-from decodescope.telemetry.logs.clock import Clock
+from decodescope.telemetry.logs.clock import Clock, elapsed_of
 from decodescope.telemetry.logs.fields import fast_number, number
 from decodescope.telemetry.logs.lines import _same
 from decodescope.telemetry.logs.parse_counts import ParseCounts
@@ -95,6 +97,51 @@ def test_nan_aware_comparison_is_the_plain_one():
     assert pairs > 1000
     assert _same((1, math.nan, {"x": math.nan}), (1, math.nan, {"x": math.nan}))
     assert not _same((1, math.nan), (1, 0.5))
+
+
+def test_elapsed_stamp_lookup_is_the_arithmetic():
+    rng = random.Random(11)
+    for _ in range(20000):
+        g = (str(rng.randint(0, 99999)), f"{rng.randint(0, 59):02d}", f"{rng.randint(0, 999):03d}",
+             f"{rng.randint(0, 999):03d}")
+        assert elapsed_of(g) == int(g[0]) * 60 + int(g[1]) + int(g[2]) / 1e3 + int(g[3]) / 1e6
+    # `\d` also matches digits of other scripts: read as int() reads them, never a KeyError
+    assert elapsed_of(("1", "02", "\u0660\u0661\u0662", "003")) == elapsed_of(("1", "02", "012", "003"))
+
+
+@pytest.mark.parametrize("text", ["0.800, 0.600, 0.400", "0.5", "", " ", "0.8, 0.6,", "0.8,, 0.6",
+                                  "nan, 0.5", "0.8, x", "1e-3, 2"])
+def test_per_position_rates_read_as_item_by_item(text: str):
+    try:
+        plain = tuple(float(x) for x in text.split(",") if x.strip()) or None
+    except ValueError:
+        plain = None
+    got = llamacpp._floats(text)
+    assert repr(got) == repr(plain)  # repr: nan reads the same
+
+
+def test_llamacpp_record_equality_is_the_nan_aware_one():
+    recs = []
+    for path in LOGS:
+        c, clock = ParseCounts(), Clock(2026)
+        for line in path.read_text(errors="replace").splitlines():
+            if any(k.decode() in line for k in llamacpp.KEYWORDS):
+                rec = llamacpp.parse(line, clock, c)
+                if isinstance(rec, llamacpp.Record.__args__):  # type: ignore[attr-defined]
+                    recs.append(rec)
+    nan = llamacpp.LDraft((0, 1), 3, 6, 1.5, (math.nan, 0.5), 1.0)
+    recs += [nan, nan._replace(per_pos=(math.nan, 0.5)), nan._replace(per_pos=(0.5, 0.5))]
+    assert len(recs) > 100
+    rng = random.Random(5)
+    same = 0
+    for _ in range(5000):
+        a = rng.choice(recs)
+        b = a._replace() if rng.random() < 0.3 else rng.choice(recs)
+        if type(a) is type(b):
+            assert lines._same_llama(a, b) == lines._same_record(a, b), (a, b)
+            same += lines._same_llama(a, b)
+    assert same > 100
+    assert lines._same_llama(nan, nan._replace(per_pos=(math.nan, 0.5)))
 
 
 @pytest.mark.parametrize("raw", ["12", " 0.85", "201.78 ", "0", "12.", "1e3", "-3", "nan",

@@ -38,12 +38,9 @@ class Drafting:
         self.config: bool | None = None  # the launch config says on (True) / off (False)
         self.seen_on = False  # draft statistics (or a cut draft field) seen somewhere
         self.max_held = MAX_UNDECIDED  # 0 in follow mode: nothing waits for later lines
-        self._held: deque[EngineWindow] = deque()
-
-    @property
-    def holding(self) -> bool:
-        """True while windows wait for evidence (`release` has something to give)."""
-        return bool(self._held)
+        # The windows waiting for evidence, in line order (`release` gives them when it comes):
+        # an attribute, not a property, as the assembler asks after every line.
+        self.held: deque[EngineWindow] = deque()
 
     def note_config(self, on: bool | None) -> None:
         if on is not None:
@@ -61,7 +58,7 @@ class Drafting:
     def release(self, windows: list[EngineWindow]) -> list[EngineWindow]:
         """The windows that can go out now, in line order (each without draft statistics
         carries UNDECIDED; it leaves with spec_off or draft_stats_missing)."""
-        held = self._held
+        held = self.held
         if not held and (not windows or not any(UNDECIDED in w.flags for w in windows)):
             return windows
         held.extend(windows)
@@ -79,10 +76,10 @@ class Drafting:
 
     def flush(self, windows: list[EngineWindow]) -> list[EngineWindow]:
         """Everything held and `windows`, decided with what is known now (nothing: off)."""
-        self._held.extend(windows)
+        self.held.extend(windows)
         state = bool(self.state())
-        out = [self._decide(w, state) if UNDECIDED in w.flags else w for w in self._held]
-        self._held.clear()
+        out = [self._decide(w, state) if UNDECIDED in w.flags else w for w in self.held]
+        self.held.clear()
         return out
 
     def _decide(self, w: EngineWindow, on: bool) -> EngineWindow:

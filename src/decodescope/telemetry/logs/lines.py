@@ -174,7 +174,7 @@ class LineReader:
             prev, self._prev = self._prev, rec
             if kind in _LLAMA_RECORDS:
                 # A copy parses to the same record type: other types are never compared.
-                if type(prev) is kind and _same_record(prev, rec):
+                if type(prev) is kind and _same_llama(prev, rec):
                     return True
                 te = rec.t_elapsed_s
                 if te is not None:
@@ -184,7 +184,7 @@ class LineReader:
                     if te == self._newest_te:
                         at = self._at_newest
                         for r0 in at:
-                            if type(r0) is kind and _same_record(r0, rec):
+                            if type(r0) is kind and _same_llama(r0, rec):
                                 return True
                         if len(at) < DUP_RECENT:
                             at.append(rec)
@@ -192,7 +192,7 @@ class LineReader:
                         self._newest_te, self._at_newest = te, [rec]
                     else:
                         for t0, r0 in recent:
-                            if t0 == te and type(r0) is kind and _same_record(r0, rec):
+                            if t0 == te and type(r0) is kind and _same_llama(r0, rec):
                                 return True
                     recent.append((te, rec))
             return False  # no clock: two equal lines may be two equal requests
@@ -327,6 +327,12 @@ class LineReader:
 
 
 _NO_NAN = frozenset((str, int, bool, type(None)))  # types whose unequal values differ
+
+
+def _same_llama(a: Any, b: Any) -> bool:
+    """_same of two llama.cpp records of one type: their fields are numbers read from digits,
+    which are never NaN, but for a draft line's per-position rates (a printed `nan`)."""
+    return a == b or (type(a) is llamacpp.LDraft and _same_record(a, b))
 
 
 def _same_record(a: Any, b: Any) -> bool:

@@ -221,6 +221,10 @@ def drafts_from_mal(accepted: int, mal: float, decimals: int = 2) -> int | None:
 
 def _floats(text: str) -> tuple[float, ...] | None:
     try:
+        return tuple(map(float, text.split(","))) or None  # float() takes the spaces
+    except ValueError:  # an empty item (a trailing comma), or not a number
+        pass
+    try:
         return tuple(float(x) for x in text.split(",") if x.strip()) or None
     except ValueError:
         return None
@@ -252,31 +256,30 @@ class LlamacppAssembler:
         if kind is LDraft or kind is LStats:
             self.drafting.note_on()  # some request drafted: a missing draft line is unknown
         out = self._feed(rec)
-        return self.drafting.release(out) if out or self.drafting.holding else out
+        return self.drafting.release(out) if out or self.drafting.held else out
 
     def _feed(self, rec: Record) -> list[EngineWindow]:
-        out: list[EngineWindow] = []
         cur = self._cur
         if isinstance(rec, LRelease):
             if cur is not None:
                 cur.released = True
-            return out
+            return []
         if isinstance(rec, LStats):
             if cur is not None and cur.stats is None:
                 cur.stats = rec
                 if cur.released:  # release, then statistics: the request is complete
                     return self._flush()
-            return out
-        new_request = cur is None or cur.released or (
-            rec.slot is not None and cur.slot is not None and rec.slot != cur.slot)
-        if isinstance(rec, LTime) and cur is not None and rec.kind in cur.times:
-            new_request = True  # a second "eval time": the previous request ended
-        if new_request:
+            return []
+        slot = rec.slot
+        out: list[EngineWindow] = []
+        if cur is None or cur.released or (
+                slot is not None and cur.slot is not None and slot != cur.slot) or (
+                isinstance(rec, LTime) and rec.kind in cur.times):
+            # a new request (a second "eval time": the previous one ended)
             out = self._flush()
-            cur = self._cur = _Req(rec.slot)
-        assert cur is not None
-        if cur.slot is None:
-            cur.slot = rec.slot
+            cur = self._cur = _Req(slot)
+        elif cur.slot is None:
+            cur.slot = slot
         if isinstance(rec, LTime):
             cur.times[rec.kind] = rec
             if rec.t_elapsed_s is not None:
@@ -311,10 +314,11 @@ class LlamacppAssembler:
         ev = r.times["eval"]
         # The eval time runs from the first token on: it generated the tokens after it.
         gen = max(ev.tokens - 1, 0)
-        printed: dict[str, float] = {"decode_s": ev.ms / 1e3, "predicted_n": float(ev.tokens)}
+        decode_s = ev.ms / 1e3
+        printed: dict[str, float] = {"decode_s": decode_s, "predicted_n": float(ev.tokens)}
         if ev.ms > 0:  # the decode rate: tokens generated in the eval time / the eval time
-            printed["generation_throughput"] = gen / (ev.ms / 1e3)
-            printed["tokens_per_second_printed"] = ev.tokens / (ev.ms / 1e3)
+            printed["generation_throughput"] = gen / decode_s
+            printed["tokens_per_second_printed"] = ev.tokens / decode_s
         pe = r.times.get("prompt eval")
         if pe is not None and pe.ms > 0:
             printed["prompt_throughput"] = pe.tokens / (pe.ms / 1e3)
@@ -349,7 +353,7 @@ class LlamacppAssembler:
             if d.per_pos:
                 printed["spec_k"] = float(len(d.per_pos))
                 if drafts:
-                    per_pos = tuple(round(p * drafts) for p in d.per_pos)
+                    per_pos = tuple([round(p * drafts) for p in d.per_pos])
         return EngineWindow(
             source="log", engine="llamacpp", t_start_s=None, t_end_s=None,
             generation_tokens=gen, prompt_tokens=pe.tokens if pe else None,

@@ -53,20 +53,20 @@ def _spans(buf: _Buf, start: int, end: int,
     """(start, end) of the lines of buf[start:end] (whole lines) holding any keyword, in file
     order; a line's end is its newline (or `end`)."""
     find, rfind = buf.find, buf.rfind
-    spans: list[tuple[int, int]] = []
+    ends: dict[int, int] = {}  # line start -> its end: a line two keywords find is one line
     for kw in keywords:
         i = find(kw, start, end)
         while i >= 0:
             s = rfind(b"\n", start, i) + 1 or start
             e = find(b"\n", i, end)
             if e < 0:
-                spans.append((s, end))
+                ends[s] = end
                 break
-            spans.append((s, e))
+            ends[s] = e
             i = find(kw, e, end)
-    if len(keywords) > 1:
-        spans = sorted(set(spans))
-    return spans
+    if len(keywords) > 1:  # each keyword's lines are in order, not the lines of all of them
+        return [(s, ends[s]) for s in sorted(ends)]
+    return list(ends.items())
 
 
 def _block_lines(buf: _Buf, end: int, keywords: Callable[[], tuple[bytes, ...]],
