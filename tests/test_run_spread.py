@@ -21,8 +21,8 @@ from decodescope.verdict.stats import relative_change
 CAL = "demo-code-rewrite"
 
 
-def fp(threads: int = 2, port: int = 8181, host: str = "box-1") -> dict:
-    cmd = ["llama-server", "-m", "gemma.gguf", "--port", str(port), "-t", str(threads)]
+def fp(threads: int = 2, port: int = 8181, host: str = "box-1", model: str = "gemma.gguf") -> dict:
+    cmd = ["llama-server", "-m", model, "--port", str(port), "-t", str(threads)]
     return Fingerprint(taken_at="2026-12-02T06:00:00+00:00", url=f"http://127.0.0.1:{port}",
                        sections={
                            "host": {"hostname": Item.ok(host)},
@@ -136,6 +136,50 @@ def test_a_shared_prior_is_not_called_one_stack(store, capsys):
     ids = add_runs(store, LEVELS, fingerprint=fp(threads=4))
     code, out = _triage_json(store, ids[1], ids[0], capsys)
     assert any(n.startswith("Between-run term") and "one stack" in n for n in out["notes"])
+    # the prior on one side only: the decide line names the other side's spread too
+    code, out = _triage_json(store, ids[0], base, capsys)
+    decide = next(n for n in out["notes"] if n.startswith("What would decide it as separate"))
+    assert "the prior spread for the baseline, the current side's learned spread" in decide
+
+
+def test_two_stacks_whose_spreads_read_alike_are_not_one_stack(store, capsys):
+    # Two launches that differ only after the words a stack is shortened to (`-t 1` / `-t 2`
+    # behind a long model path), each with five runs whose means lie closer together than
+    # their trials: both learned spreads sit at the 0 floor and read alike. Still two stacks.
+    model = "/models/gemma-3-12b-it-qat-q4_0-unquantized/gemma-3-12b-it-Q4_K_M.gguf"
+    assert len(stack.describe_stack(stack.stack_key(fp(1, model=model)))) < 120
+    base = add_runs(store, (60.02, 60.0, 60.04, 60.01, 60.03), fingerprint=fp(1, model=model))
+    cur = add_runs(store, (45.02, 45.0, 45.04, 45.01, 45.03), fingerprint=fp(2, model=model))
+    b, c = (rs.learn(sr.list_runs(store, caliber=sr.get_run(store, i).caliber_identity,
+                                  limit=100), sr.get_run(store, i)) for i in (base[0], cur[0]))
+    assert b.source == c.source == "learned" and b.sd == c.sd == 0.0 and b.stack == c.stack
+    assert b != c and not rs.one_stack(b, c)  # the stack keys differ
+    code, out = _triage_json(store, cur[0], base[0], capsys)
+    assert not any("one stack" in n for n in out["notes"])
+    assert any(n.startswith("Between-run term, baseline:") for n in out["notes"])
+
+
+def test_one_stacks_spread_lent_to_both_sides_is_not_called_this_stacks(store):
+    # `check`: the anchor's learned spread stands for both sides, whatever the probe's stack;
+    # the notes say it is shared, never "one stack" or "this stack's spread".
+    from decodescope.verdict.judge import judge
+    from decodescope.verdict.side_from_runs import side_from_runs
+    from decodescope.verdict.side_resolve import load_run
+
+    ids = add_runs(store, LEVELS, fingerprint=fp(threads=2))
+    (probe,) = add_runs(store, (52.0,), fingerprint=fp(threads=1))
+    anchor = rs.for_side(store, side_from_runs([load_run(store, ids[0])]))
+    assert anchor.source == "learned"
+    base = side_from_runs([load_run(store, i) for i in ids], name="baseline")
+    cur = side_from_runs([load_run(store, probe)], name="probe")
+    v = judge(base, cur, store=store, spread=anchor)
+    assert not any("one stack" in n or "this stack's spread" in n for n in v.notes), v.notes
+    assert any(n.startswith("Between-run term") and "(the same for both sides)" in n
+               for n in v.notes)
+    # the same spread learned for both sides of one stack: "one stack"
+    v = judge(side_from_runs([load_run(store, ids[0])]), side_from_runs([load_run(store, ids[1])]),
+              store=store)
+    assert any("(both sides: one stack)" in n for n in v.notes)
 
 
 def test_triage_with_too_few_runs_uses_the_prior_and_says_what_would_decide(store, capsys):

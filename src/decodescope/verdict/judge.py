@@ -49,6 +49,9 @@ def judge(base: Side, cur: Side, *, store: Any = None, run_spread_pct: float | N
     """triage(base, cur) under the spread `side_spreads` resolves, its notes saying which
     spread it was and, for an INCONCLUSIVE, how many runs or A/B pairs would decide it."""
     spread_b, spread_c = side_spreads(store, base, cur, run_spread_pct, spread)
+    # one stack's runs on both sides: learned for each side from the same stack (`spread`,
+    # one stack's spread lent to both sides by `check`, says nothing of the other side's)
+    same = spread is None and rs.one_stack(spread_b, spread_c)
     sd, df = rs.combine_sides(spread_b, spread_c, len(base.run_ids) or 1, len(cur.run_ids) or 1)
     states = ((ss.states_for_side(store, base), ss.states_for_side(store, cur))
               if store is not None else ((), ()))
@@ -57,8 +60,8 @@ def judge(base: Side, cur: Side, *, store: Any = None, run_spread_pct: float | N
                      server=states)
     verdict = dataclasses.replace(verdict, notes=(
         *verdict.notes, *ss.warming_notes(base.name, states[0]),
-        *ss.warming_notes(cur.name, states[1]), *rs.spread_lines(spread_b, spread_c),
-        *rs.decide_lines(verdict, spread_b, spread_c)))
+        *ss.warming_notes(cur.name, states[1]), *rs.spread_lines(spread_b, spread_c, same),
+        *rs.decide_lines(verdict, spread_b, spread_c, same)))
     return _work_not_done(verdict, store, base, cur)
 
 

@@ -61,7 +61,10 @@ class RunSpread:
     hi: float | None = None
     metric: str | None = None  # "engine decode rate" | "client decode rate"
     why: str | None = None  # why the prior (or how the override) was used
-    stack: str | None = None  # the stack in words
+    stack: str | None = None  # the stack in words (shortened: two stacks may read alike)
+    # what identifies the stack (verdict.stack.stack_key) of a learned spread: two learned
+    # spreads are one stack's only when these are equal, never by their words or numbers
+    stack_key: tuple[str, ...] | None = None
     left_out: int = 0  # runs left out as part of a trend (warm-up after a start, a slide)
     trends: tuple[str, ...] = ()  # each trend found, in words
 
@@ -139,13 +142,14 @@ def without_trends(runs: Sequence[StoredRun]) -> tuple[list[StoredRun], int, tup
 
 
 def estimate(runs: Sequence[StoredRun], *, confidence: float = th.CONFIDENCE,
-             stack: str | None = None) -> RunSpread:
+             stack: str | None = None, stack_key: tuple[str, ...] | None = None) -> RunSpread:
     """The between-run spread from these runs (one caliber, one stack), or the prior when
     fewer than MIN_SPREAD_RUNS of them have ≥ 2 trials with a decode rate; the runs of a trend
     (`without_trends`) are left out first, and said."""
     runs, left_out, trends = without_trends(runs)
-    return replace(_estimate(runs, confidence=confidence, stack=stack), left_out=left_out,
-                   trends=trends)
+    est = _estimate(runs, confidence=confidence, stack=stack)
+    return replace(est, left_out=left_out, trends=trends,
+                   stack_key=stack_key if est.source == "learned" else None)
 
 
 def _estimate(runs: Sequence[StoredRun], *, confidence: float = th.CONFIDENCE,
@@ -214,7 +218,7 @@ def learn(candidates: Sequence[StoredRun], run: StoredRun) -> RunSpread:
         return prior(0, why=f"run {run.id} has no stack fingerprint (probed with "
                             "--no-fingerprint, or the server could not be inspected), so "
                             "runs of its stack cannot be found")
-    return estimate(same_stack_runs(candidates, run), stack=describe_stack(key))
+    return estimate(same_stack_runs(candidates, run), stack=describe_stack(key), stack_key=key)
 
 
 # -- what would decide it ----------------------------------------------------------------------
@@ -270,22 +274,31 @@ def combine_sides(b: RunSpread, c: RunSpread, runs_b: int = 1,
 HINT_HALF_WIDTH = 0.05  # "N runs / N A/B pairs for ±5 %": the user's question, "slower by 5 %?"
 
 
+# a spread's source in words, where one side's is named beside the other's
+_SOURCE_WORDS = {"learned": "learned spread", "override": "--run-spread",
+                 "log": "declared default for engine windows", "prior": "prior spread"}
+
+
 def one_stack(b: RunSpread, c: RunSpread) -> bool:
-    """Both sides' spreads were learned from the runs of one stack. Equal records alone do not
-    say so: the prior, the declared default and an override are the same for two stacks."""
-    return b == c and b.source == "learned" and b.stack is not None
+    """Both sides' spreads were learned from the runs of one stack (equal stack keys). Equal
+    records alone do not say so: the prior, the declared default and an override are the same
+    for two stacks, and two stacks' spreads can read alike (both at the 0 floor, their
+    launch commands shortened to the same words)."""
+    return b == c and b.source == "learned" and b.stack_key is not None
 
 
-def spread_lines(b: RunSpread, c: RunSpread) -> list[str]:
-    """The spread behind the comparison, in words (one line when both sides share it)."""
-    if one_stack(b, c):
+def spread_lines(b: RunSpread, c: RunSpread, same_stack: bool) -> list[str]:
+    """The spread behind the comparison, in words (one line when both sides share it).
+    `same_stack`: both sides are runs of one stack (`one_stack`, and not one stack's spread
+    lent to the other side)."""
+    if same_stack:
         return [f"Between-run term: {b.text()} (both sides: one stack)."]
     if b == c:
         return [f"Between-run term: {b.text()} (the same for both sides)."]
     return [f"Between-run term, baseline: {b.text()}.", f"Between-run term, current: {c.text()}."]
 
 
-def decide_lines(verdict: Any, b: RunSpread, c: RunSpread) -> list[str]:
+def decide_lines(verdict: Any, b: RunSpread, c: RunSpread, same_stack: bool) -> list[str]:
     """For an INCONCLUSIVE (or a NO_CHANGE too wide to rule out ±5 %): how many runs per side,
     or interleaved A/B pairs, would decide it — from the measured within-run spreads and the
     between-run spreads, not from a fixed rule."""
@@ -312,11 +325,15 @@ def decide_lines(verdict: Any, b: RunSpread, c: RunSpread) -> list[str]:
         else:
             more = f" ({k - have} more each)" if k > have else ""
             parts.append(f"{k} runs per side{more} of {n} trials for ±{hw:.0%}")
-    basis = ("this stack's spread" if one_stack(b, c) else "the spread both sides share"
+    basis = ("this stack's spread" if same_stack else "the spread both sides share"
              if b == c else "the two sides' spreads")
     if b.source == "prior" or c.source == "prior":
-        basis = "the prior spread (learned spreads are usually smaller: measure them with " \
-                "`decodescope spread`)"
+        whose = "" if b.source == c.source else \
+            f" for the baseline, the current side's {_SOURCE_WORDS[c.source]}" \
+            if b.source == "prior" else \
+            f" for the current side, the baseline's {_SOURCE_WORDS[b.source]}"
+        basis = f"the prior spread{whose} (learned spreads are usually smaller: measure them " \
+                "with `decodescope spread`)"
     out.append(f"What would decide it as separate runs: {'; '.join(parts)} — from {basis} "
                f"and the within-run sd {100 * sb:.1f} % / {100 * sc:.1f} %.")
     pred = ab_prediction(sb, len(vb), sc, len(vc), verdict.min_effect)
