@@ -274,9 +274,9 @@ def combine_sides(b: RunSpread, c: RunSpread, runs_b: int = 1,
 HINT_HALF_WIDTH = 0.05  # "N runs / N A/B pairs for ±5 %": the user's question, "slower by 5 %?"
 
 
-# a spread's source in words, where one side's is named beside the other's
+# the other side's spread in words, beside one side's prior
 _SOURCE_WORDS = {"learned": "learned spread", "override": "--run-spread",
-                 "log": "declared default for engine windows", "prior": "prior spread"}
+                 "log": "declared default for engine windows"}
 
 
 def one_stack(b: RunSpread, c: RunSpread) -> bool:
