@@ -47,6 +47,10 @@ class SimServer:
         self._server: asyncio.Server | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._conns: set[asyncio.Task[Any]] = set()
+        # Each connection's writer from the moment it is accepted (its task may not have run
+        # a step yet when the server stops): stop() closes what is left, so no socket is lost.
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._stopping = False
         self._log: VllmLogWriter | None = None
         self._created = int(time.time())
         self._routes: dict[tuple[str, str], Handler] = {
@@ -72,7 +76,7 @@ class SimServer:
         self._collector = SimCollector(self.engine, cfg.model)
         try:
             self._server = await asyncio.start_server(
-                self._on_connection, cfg.host, cfg.port, limit=http.MAX_HEADER_BYTES)
+                self._accept, cfg.host, cfg.port, limit=http.MAX_HEADER_BYTES)
         except OSError as exc:
             raise UsageError(f"cannot listen on {cfg.host}:{cfg.port}: {exc.strerror}",
                              where="decodescope sim", remedy="pick another --port") from exc
@@ -83,11 +87,28 @@ class SimServer:
             self._tasks.append(asyncio.create_task(self._log.run()))
 
     async def stop(self) -> None:
+        self._stopping = True
         if self._server is not None:
+            # Stop accepting, then let the accepts already made (asyncio accepts a backlog at
+            # once and makes each transport in a task of its own) end before close(): one
+            # that ends after it fails in Server._attach (Python 3.11) and leaves its socket
+            # open. _accept closes each of them at once.
+            loop = asyncio.get_running_loop()
+            for sock in self._server.sockets:
+                loop.remove_reader(sock.fileno())
+            for _ in range(ACCEPT_TURNS):
+                await asyncio.sleep(0)
             self._server.close()
         for task in [*self._conns, *self._tasks]:
             task.cancel()
         await asyncio.gather(*self._conns, *self._tasks, return_exceptions=True)
+        # A connection accepted just before close() whose task never ran a step: its
+        # coroutine's `finally` never runs, so its writer is closed here.
+        for writer in list(self._writers):
+            writer.close()
+        self._writers.clear()
+        self._conns.clear()
+        await asyncio.sleep(0)  # the transports' connection_lost: their sockets close
         if self._server is not None:
             await self._server.wait_closed()
         if self._log is not None:
@@ -105,10 +126,18 @@ class SimServer:
         return SimHandle(self)
 
     # ---- connections --------------------------------------------------------------------
+    def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Called by asyncio as the connection is made (not a coroutine, so the writer is
+        known before any task step): one task serves it; after stop() it is closed at once."""
+        if self._stopping:
+            writer.close()
+            return
+        self._writers.add(writer)
+        self._conns.add(asyncio.get_running_loop().create_task(
+            self._on_connection(reader, writer)))
+
     async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
-        assert task is not None
-        self._conns.add(task)
         try:
             while True:
                 try:
@@ -126,7 +155,9 @@ class SimServer:
         except asyncio.CancelledError:
             pass  # server stop; end normally (asyncio's stream callback logs cancelled tasks)
         finally:
-            self._conns.discard(task)
+            if task is not None:
+                self._conns.discard(task)
+            self._writers.discard(writer)
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
@@ -282,6 +313,8 @@ class SimServer:
         return True
 
 STOP_TIMEOUT_S = 5.0
+STOP_DRAIN_S = 1.0  # a stopped handle lets pending tasks (accepts in flight) end this long
+ACCEPT_TURNS = 4  # loop turns stop() gives accepts in flight to make their transports
 
 
 class SimHandle:
@@ -307,6 +340,17 @@ class SimHandle:
         try:
             loop.run_until_complete(self._serve())
         finally:
+            # A task still pending (an accept in flight as the server closed) runs to its end,
+            # which closes its socket (cancelled before its first step, it would leave the
+            # socket open); what is still pending after STOP_DRAIN_S is cancelled.
+            left = asyncio.all_tasks(loop)
+            if left:
+                loop.run_until_complete(asyncio.wait(left, timeout=STOP_DRAIN_S))
+            left = asyncio.all_tasks(loop)
+            for task in left:
+                task.cancel()
+            if left:
+                loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
             loop.run_until_complete(loop.shutdown_asyncgens())
             loop.close()
 
