@@ -200,6 +200,35 @@ def test_evidence_row_value_semantics() -> None:
     assert "same launch cmdline?" in text and "no: -t 2 → -t 1" in text
 
 
+
+def test_a_change_named_whole_in_the_result_is_shown_once() -> None:
+    """The cmdline row names up to three changes in its result and keeps them all in its
+    detail: every renderer shows the detail only where it adds a line the result lacks."""
+    from decodescope.records.evidence import detail_to_show
+    from decodescope.report import report_html, report_md
+
+    short = rows(fp(process={"cmdline": BASE_CMD}),
+                 fp(process={"cmdline": [*BASE_CMD[:6], "-tp", "1", *BASE_CMD[8:]]}))
+    row = short["same launch cmdline?"]
+    assert row.detail == "-tp 2 → -tp 1"  # the record keeps it (JSON has every line)
+    assert row.shown_detail is None
+    assert render_rows([row]).count("-tp 2 → -tp 1") == 1
+    assert report_md._detail(row.to_dict()) is None
+    assert report_html._evidence([row.to_dict()]).count("-tp 2 → -tp 1") == 1
+    # more changes than the result names: the detail is shown, whole
+    long_cmd = [*BASE_CMD[:6], "-tp", "1", "--a", "1", "--b", "2", "--c", "3"]
+    many = rows(fp(process={"cmdline": BASE_CMD}), fp(process={"cmdline": long_cmd}))
+    mrow = many["same launch cmdline?"]
+    assert "more" in mrow.result and mrow.shown_detail == mrow.detail
+    text = render_rows([mrow])
+    assert all(line in text for line in (mrow.detail or "").splitlines())
+    assert "+ --c 3" in report_html._evidence([mrow.to_dict()])
+    # a detail that explains more than the result says is never dropped
+    assert detail_to_show("unknown", "baseline: no pid") == "baseline: no pid"
+    assert detail_to_show("no: a", "a\nb") == "a\nb"
+    assert detail_to_show("x", None) is None and detail_to_show("x", "") is None
+
+
 def test_two_servers_at_two_addresses_are_never_called_a_restart() -> None:
     """Two live servers on two ports (an A/B, or n-gram vs off side by side) are another server
     process, not a restart; one address with a new pid is a restart."""

@@ -36,6 +36,22 @@ class EvidenceRow:
         return cls(check=d["check"], result=d["result"], status=d["status"],
                    detail=d.get("detail"))
 
+    @property
+    def shown_detail(self) -> str | None:
+        """The detail a reader is shown: detail_to_show(result, detail)."""
+        return detail_to_show(self.result, self.detail)
+
+
+def detail_to_show(result: str, detail: str | None) -> str | None:
+    """The detail under a result, or None when the result already says every line of it (a
+    change list short enough to be named whole in the one-line result: "no: -t 2 → -t 1"
+    with the detail "-t 2 → -t 1"). The record keeps the detail (JSON has every line); the
+    renderers show it once."""
+    if not detail:
+        return None
+    lines = [line.strip() for line in detail.splitlines() if line.strip()]
+    return None if lines and all(line in result for line in lines) else detail
+
 
 def render_rows(rows: list[EvidenceRow], *, indent: str = "  ") -> str:
     """Plain-text evidence table: check, result, then indented detail lines."""
@@ -45,6 +61,7 @@ def render_rows(rows: list[EvidenceRow], *, indent: str = "  ") -> str:
     out = [f"{indent}{'check':<{width}}result"]
     for r in rows:
         out.append(f"{indent}{r.check:<{width}}{r.result}")
-        if r.detail:
-            out.extend(f"{indent}{'':<{width}}  {line}" for line in r.detail.splitlines())
+        detail = r.shown_detail
+        if detail:
+            out.extend(f"{indent}{'':<{width}}  {line}" for line in detail.splitlines())
     return "\n".join(out)

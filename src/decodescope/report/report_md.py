@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from decodescope import markup
+from decodescope.records.evidence import detail_to_show
 from decodescope.report import cells
 from decodescope.report.comparison import Comparison
 from decodescope.report.document import Report, RunSection
@@ -84,7 +85,7 @@ def _comparison(report: Report, c: Comparison) -> list[str]:
         out += ["### Evidence", ""]
         out += table(("check", "result"), [
             (str(r.get("check", "")),
-             f"{r.get('result', '')}" + (f" ({r['detail']})" if r.get("detail") else ""))
+             f"{r.get('result', '')}" + (f" ({d})" if (d := _detail(r)) else ""))
             for r in c.evidence])
         out.append("")
     if c.statistics:
@@ -125,3 +126,9 @@ def _run(r: RunSection) -> list[str]:
         out += [f"- {cell(cells.finding_text(fd))}" for fd in r.findings]
         out.append("")
     return out
+
+
+def _detail(row: dict[str, object]) -> str | None:
+    """An evidence row's detail, unless its result already says it all."""
+    d = row.get("detail")
+    return detail_to_show(str(row.get("result", "")), str(d) if d else None)

@@ -106,7 +106,7 @@ def render_verdict_md(v: Verdict) -> str:
         out += [f"| {cell(r.element)} | {cell(r.baseline)} | {cell(r.current)} |"
                 for r in v.caliber.rows]
     out += ["", "### Evidence", "", "| check | result |", "|---|---|"]
-    out += [f"| {cell(r.check)} | {cell(r.result + ('. ' + r.detail if r.detail else ''))} |"
+    out += [f"| {cell(r.check)} | {cell(r.result + ('. ' + d if (d := r.shown_detail) else ''))} |"
             for r in v.evidence]
     if v.next_steps:
         prose = [s for s in v.next_steps if not s.startswith("  ")]
