@@ -68,6 +68,11 @@ def test_backend_lines_line_by_line() -> None:
              "Using TRITON Unquantized MoE backend out of potential backends: ['TRITON']"]
     r = rows(fp(backend={"lines": lines}), fp(backend={"lines": list(reversed(lines))}))
     assert r["same backend selection?"].status == "same"
+    assert r["same backend selection?"].result == "yes (2 selection lines identical)"
+    one = rows(fp(backend={"lines": lines[:1]}), fp(backend={"lines": lines[:1]}))
+    assert one["same backend selection?"].result == "yes (1 selection line identical)"
+    gone = rows(fp(backend={"lines": lines}), fp(backend={"lines": lines[1:]}))
+    assert gone["same backend selection?"].result == "no: 1 line gone, 0 new"
     changed = ["Using 'FLASHINFER_CUTLASS' NvFp4 MoE backend out of potential backends: []",
                lines[1]]
     row = rows(fp(backend={"lines": lines}), fp(backend={"lines": changed}))["same backend selection?"]

@@ -368,12 +368,16 @@ def _backend(a: Fingerprint, b: Fingerprint) -> EvidenceRow:
     if not la and not lb:
         return _unknown(check, "no backend selection lines in either log")
     if set(la) == set(lb):
-        return EvidenceRow(check, f"yes ({len(lb)} selection lines identical)", "same",
-                           "\n".join(lb))
+        return EvidenceRow(check, f"yes ({_lines(len(lb), 'selection line')} identical)",
+                           "same", "\n".join(lb))
     removed = [f"- {x}" for x in la if x not in lb]
     added = [f"+ {x}" for x in lb if x not in la]
-    return EvidenceRow(check, f"no: {len(removed)} lines gone, {len(added)} new", "changed",
-                       "\n".join(removed + added))
+    return EvidenceRow(check, f"no: {_lines(len(removed), 'line')} gone, {len(added)} new",
+                       "changed", "\n".join(removed + added))
+
+
+def _lines(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 # --- GPU -------------------------------------------------------------------------------------
