@@ -10,7 +10,7 @@ from decodescope.records.window import EngineWindow
 from decodescope.verdict.bands import Band
 from decodescope.verdict.side import Unit
 from decodescope.verdict.side_from_windows import side_from_windows
-from decodescope.verdict.triage import triage
+from decodescope.verdict.triage import side_notes, triage
 
 T0 = 1_789_000_000.0
 
@@ -43,6 +43,28 @@ def test_idle_and_reset_windows_are_skipped_and_counted():
     assert len(side.units) == 5
     assert side.notes[0] == "2 idle or reset window(s) skipped"
     assert side.window_s == 10.0
+
+
+
+def test_each_side_note_says_whose_it_is():
+    """Both sides skip idle windows: said once for both; a note of one side names it."""
+    ws = seed_windows(T0, 8, 2.6, 3.0, seed=1)
+    idle = EngineWindow("log", "vllm", T0 + 90, T0 + 100, generation_tokens=0, drafts=0,
+                        accepted_tokens=0, running=0)
+    ws2 = seed_windows(T0 + 1e5, 8, 2.6, 3.0, seed=2)
+    idle2 = dataclasses.replace(idle, t_start_s=T0 + 1e5 + 90, t_end_s=T0 + 1e5 + 100)
+    base = dataclasses.replace(side_from_windows("a", [*ws, idle]), notes=(
+        "1 idle or reset window(s) skipped", "only the baseline says this"))
+    cur = side_from_windows("b", [*ws2, idle2])
+    assert cur.notes[0] == "1 idle or reset window(s) skipped"
+    v = triage(base, cur)
+    assert v.notes[:2] == ("both sides: 1 idle or reset window(s) skipped",
+                           "baseline: only the baseline says this")
+    assert sum("idle or reset" in n for n in v.notes) == 1
+    assert all(n.startswith(("both sides: ", "baseline: ", "current: "))
+               for n in v.notes[:len(cur.notes) + 1])
+    assert side_notes(("x", "y"), ("y", "z")) == ("both sides: y", "baseline: x", "current: z")
+    assert side_notes((), ()) == ()
 
 
 def test_one_window_is_inconclusive():

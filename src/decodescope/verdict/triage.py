@@ -139,10 +139,23 @@ def triage(baseline: Side, current: Side, *, min_effect: float = th.MIN_EFFECT,
         current=current, decode_source=decode_source, changes=changes, decomposition=dec,
         caliber=cal, bands=(band_b, band_c), evidence=tuple(evidence_rows(ctx)),
         next_steps=tuple(next_steps(ctx)), min_effect=min_effect, trials_needed=needed,
-        notes=baseline.notes + current.notes + decision.notes, band_table=tuple(bands),
+        notes=side_notes(baseline.notes, current.notes) + decision.notes, band_table=tuple(bands),
         decode_reason=decode_reason,
         quantities=comparison_quantities(baseline, current, decode_source),
     )
+
+
+
+def side_notes(baseline: tuple[str, ...], current: tuple[str, ...]) -> tuple[str, ...]:
+    """The two sides' own notes, each saying whose it is: a note both sides have word for
+    word is said once ("both sides: ..."); any other is "baseline: ..." or "current: ..."
+    (two sides' "1 partial window(s) trimmed", or "100% of steps drafted here" and "11% ...
+    here", read as one side's repeated otherwise)."""
+    both = [n for n in baseline if n in current]
+    out = [f"both sides: {n}" for n in dict.fromkeys(both)]
+    out += [f"baseline: {n}" for n in baseline if n not in current]
+    out += [f"current: {n}" for n in current if n not in baseline]
+    return tuple(out)
 
 
 # decode source when the engine's interval was too wide and the client's, inside it, decided
