@@ -209,8 +209,8 @@ def test_evidence_row_value_semantics() -> None:
 def test_a_change_named_whole_in_the_result_is_shown_once() -> None:
     """The cmdline row names up to three changes in its result and keeps them all in its
     detail: every renderer shows the detail only where it adds a line the result lacks."""
-    from decodescope.records.evidence import detail_to_show
-    from decodescope.report import report_html, report_md
+    from decodescope.records.evidence import detail_to_show, shown_detail_of
+    from decodescope.report import report_html
 
     short = rows(fp(process={"cmdline": BASE_CMD}),
                  fp(process={"cmdline": [*BASE_CMD[:6], "-tp", "1", *BASE_CMD[8:]]}))
@@ -218,7 +218,7 @@ def test_a_change_named_whole_in_the_result_is_shown_once() -> None:
     assert row.detail == "-tp 2 → -tp 1"  # the record keeps it (JSON has every line)
     assert row.shown_detail is None
     assert render_rows([row]).count("-tp 2 → -tp 1") == 1
-    assert report_md._detail(row.to_dict()) is None
+    assert shown_detail_of(row.to_dict()) is None
     assert report_html._evidence([row.to_dict()]).count("-tp 2 → -tp 1") == 1
     # more changes than the result names: the detail is shown, whole
     long_cmd = [*BASE_CMD[:6], "-tp", "1", "--a", "1", "--b", "2", "--c", "3"]

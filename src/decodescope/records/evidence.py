@@ -53,6 +53,12 @@ def detail_to_show(result: str, detail: str | None) -> str | None:
     return None if lines and all(line in result for line in lines) else detail
 
 
+def shown_detail_of(row: dict[str, Any]) -> str | None:
+    """detail_to_show of an evidence row as a dict (EvidenceRow.to_dict, a stored report)."""
+    detail = row.get("detail")
+    return detail_to_show(str(row.get("result", "")), str(detail) if detail else None)
+
+
 def render_rows(rows: list[EvidenceRow], *, indent: str = "  ") -> str:
     """Plain-text evidence table: check, result, then indented detail lines."""
     if not rows:

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from importlib import resources
 
 from decodescope import markup
-from decodescope.records.evidence import detail_to_show
+from decodescope.records.evidence import shown_detail_of
 from decodescope.report import cells
 from decodescope.report.comparison import Comparison
 from decodescope.report.document import Report, RunSection
@@ -141,8 +141,7 @@ def _evidence(rows: Sequence[dict[str, object]]) -> str:
     body = []
     for r in rows:
         status = str(r.get("status") or "unknown")
-        raw = r.get("detail")
-        detail = detail_to_show(str(r.get("result", "")), str(raw) if raw else None)
+        detail = shown_detail_of(r)
         det = (f'<div class="detail">{e(detail)}</div>' if detail else "")
         body.append(f'<tr class="ev-{e(status)}"><td>{e(r.get("check", ""))}</td>'
                     f'<td><span class="st st-{e(status)}">{e(STATUS_WORD.get(status, status))}'

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from decodescope import markup
-from decodescope.records.evidence import detail_to_show
+from decodescope.records.evidence import shown_detail_of
 from decodescope.report import cells
 from decodescope.report.comparison import Comparison
 from decodescope.report.document import Report, RunSection
@@ -85,7 +85,7 @@ def _comparison(report: Report, c: Comparison) -> list[str]:
         out += ["### Evidence", ""]
         out += table(("check", "result"), [
             (str(r.get("check", "")),
-             f"{r.get('result', '')}" + (f" ({d})" if (d := _detail(r)) else ""))
+             f"{r.get('result', '')}" + (f" ({d})" if (d := shown_detail_of(r)) else ""))
             for r in c.evidence])
         out.append("")
     if c.statistics:
@@ -127,8 +127,3 @@ def _run(r: RunSection) -> list[str]:
         out.append("")
     return out
 
-
-def _detail(row: dict[str, object]) -> str | None:
-    """An evidence row's detail, unless its result already says it all."""
-    d = row.get("detail")
-    return detail_to_show(str(row.get("result", "")), str(d) if d else None)

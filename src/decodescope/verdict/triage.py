@@ -145,7 +145,6 @@ def triage(baseline: Side, current: Side, *, min_effect: float = th.MIN_EFFECT,
     )
 
 
-
 def side_notes(baseline: tuple[str, ...], current: tuple[str, ...]) -> tuple[str, ...]:
     """The two sides' own notes, each saying whose it is: a note both sides have word for
     word is said once ("both sides: ..."); any other is "baseline: ..." or "current: ..."
